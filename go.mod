@@ -1,0 +1,3 @@
+module github.com/custos-runtime/custos
+
+go 1.26
