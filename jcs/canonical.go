@@ -3,6 +3,7 @@ package jcs
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"slices"
 	"strconv"
 	"unicode/utf8"
 )
@@ -91,8 +92,11 @@ func (o *Options) Append(dst, data []byte) ([]byte, error) {
 		return dst, (&Error{Err: ErrSize, Offset: maxSize,
 			Detail: strconv.Itoa(len(data)) + " bytes, limit " + strconv.Itoa(maxSize)}).finish()
 	}
-	c := canonicalizer{scanner: scanner{data: data, maxDepth: maxDepth}, out: dst}
 	start := len(dst)
+	// Canonical output is rarely longer than the input (only "1e21" →
+	// "1e+21"-style growth), so one allocation usually suffices.
+	dst = slices.Grow(dst, len(data)+len(data)/16)
+	c := canonicalizer{scanner: scanner{data: data, maxDepth: maxDepth}, out: dst}
 	if err := c.document(); err != nil {
 		return dst[:start], err.finish()
 	}

@@ -15,13 +15,18 @@
 //
 //   - it overflows a double (1e400),
 //   - it is not zero but rounds to zero (1e-400), or
-//   - it is written as an integer (no fraction, no exponent) whose magnitude
-//     exceeds 2^53-1.
+//   - it is written as an integer (no fraction, no exponent) beyond
+//     ±(2^53-1) whose digits are not exactly the canonical form of the double
+//     it denotes: 9007199254740993 and 12345678901234567890 are refused,
+//     100000000000000000000 (the canonical form of 1e20) is accepted.
 //
 // The last rule follows RFC 7493 §2.2: such integers, typically identifiers
-// and amounts, silently change value when a peer reads them as doubles, so they
-// must travel as strings. A literal such as 1e21 or 12345678901234567890.0 is
-// accepted: its writer asked for a double.
+// and amounts, silently change value when a peer reads them as doubles, so a
+// peer that keeps integers exactly and a peer that uses doubles would compute
+// different digests. They must travel as strings. Integers whose digits are
+// already the canonical form of a double read the same in both kinds of peer,
+// and canonical output must stay valid input. A literal such as 1e21 or
+// 12345678901234567890.0 is accepted: its writer asked for a double.
 //
 // # Values that are already decoded
 //

@@ -106,9 +106,25 @@ func parseNumber(lit []byte, isInt bool) (float64, string) {
 		return 0, "non-zero value rounds to zero in IEEE 754 double"
 	}
 	if isInt && math.Abs(f) > maxSafeInteger {
-		return 0, "integer beyond ±(2^53-1) loses precision; send it as a string"
+		if why := checkLargeInteger(lit, f); why != "" {
+			return 0, why
+		}
 	}
 	return f, ""
+}
+
+// checkLargeInteger accepts an integer beyond ±(2^53-1) only when its digits
+// are exactly the canonical form of the double it denotes. Then a reader that
+// keeps integers exactly and a reader that uses doubles write the same bytes,
+// and canonical output (1e20 is written "100000000000000000000") stays valid
+// input. Any other such integer reads back changed in one of them.
+func checkLargeInteger(digits []byte, f float64) string {
+	var scratch [32]byte
+	canonical, _ := AppendNumber(scratch[:0], f)
+	if string(canonical) == string(digits) {
+		return ""
+	}
+	return "integer beyond ±(2^53-1) reads back as " + string(canonical) + " in IEEE 754 double; send it as a string"
 }
 
 // isZeroLiteral reports whether a number literal's significand is all zeros.

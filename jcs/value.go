@@ -311,17 +311,23 @@ func (w *valueWriter) float(f float64) *Error {
 }
 
 func (w *valueWriter) integer(i int64) *Error {
+	digits := strconv.AppendInt(nil, i, 10)
 	if i > maxSafeInteger || i < -maxSafeInteger {
-		return w.fail(ErrNumber, strconv.FormatInt(i, 10)+": integer beyond ±(2^53-1) loses precision; send it as a string")
+		if why := checkLargeInteger(digits, float64(i)); why != "" {
+			return w.fail(ErrNumber, string(digits)+": "+why)
+		}
 	}
-	w.out = strconv.AppendInt(w.out, i, 10)
+	w.out = append(w.out, digits...)
 	return nil
 }
 
 func (w *valueWriter) unsigned(u uint64) *Error {
+	digits := strconv.AppendUint(nil, u, 10)
 	if u > maxSafeInteger {
-		return w.fail(ErrNumber, strconv.FormatUint(u, 10)+": integer beyond 2^53-1 loses precision; send it as a string")
+		if why := checkLargeInteger(digits, float64(u)); why != "" {
+			return w.fail(ErrNumber, string(digits)+": "+why)
+		}
 	}
-	w.out = strconv.AppendUint(w.out, u, 10)
+	w.out = append(w.out, digits...)
 	return nil
 }
