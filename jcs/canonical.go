@@ -88,9 +88,18 @@ func IsDigest(s string) bool {
 // unchanged in length.
 func (o *Options) Append(dst, data []byte) ([]byte, error) {
 	maxDepth, maxSize := o.limits()
-	if len(data) > maxSize {
-		return dst, (&Error{Err: ErrSize, Offset: maxSize,
-			Detail: strconv.Itoa(len(data)) + " bytes, limit " + strconv.Itoa(maxSize)}).finish()
+	out, err := appendCanonical(dst, data, maxDepth, maxSize)
+	if err != nil { // not "return out, err": a nil *Error is a non-nil error
+		return out, err
+	}
+	return out, nil
+}
+
+// appendCanonical is Append with explicit limits; maxDepth 0 admits scalars
+// only, which an embedded json.RawMessage at the depth limit needs.
+func appendCanonical(dst, data []byte, maxDepth, maxSize int) ([]byte, *Error) {
+	if err := checkSize(data, maxSize); err != nil {
+		return dst, err
 	}
 	start := len(dst)
 	// Canonical output is rarely longer than the input (only "1e21" →
@@ -101,6 +110,14 @@ func (o *Options) Append(dst, data []byte) ([]byte, error) {
 		return dst[:start], err.finish()
 	}
 	return c.out, nil
+}
+
+func checkSize(data []byte, maxSize int) *Error {
+	if len(data) <= maxSize {
+		return nil
+	}
+	return &Error{Err: ErrSize, Offset: maxSize,
+		Detail: strconv.Itoa(len(data)) + " bytes, limit " + strconv.Itoa(maxSize)}
 }
 
 // canonicalizer writes the canonical form while it parses, so a document is
@@ -116,6 +133,7 @@ type canonicalizer struct {
 type member struct {
 	name       []byte // decoded name, for ordering
 	start, end int    // the pair's bytes in out, without separators
+	nameAt     int    // offset of the name in the input, for errors
 }
 
 func (c *canonicalizer) document() *Error {
@@ -278,7 +296,7 @@ func (c *canonicalizer) object(depth int) *Error {
 		if err := c.value(depth); err != nil {
 			return err.within(string(name))
 		}
-		c.members = append(c.members, member{name: name, start: start, end: len(c.out)})
+		c.members = append(c.members, member{name: name, start: start, end: len(c.out), nameAt: nameAt})
 		c.skipSpace()
 		switch c.peek() {
 		case ',':
@@ -303,10 +321,10 @@ func (c *canonicalizer) object(depth int) *Error {
 // reorder rewrites the members written since objStart in canonical order and
 // catches duplicate names that were not adjacent in the input.
 func (c *canonicalizer) reorder(ms []member, objStart int) *Error {
-	sortMembers(ms)
+	sortMembers(ms) // stable: of two equal names, the later one is second
 	for i := 1; i < len(ms); i++ {
 		if compareUTF16(ms[i-1].name, ms[i].name) == 0 {
-			return (&Error{Err: ErrDuplicateKey, Offset: -1,
+			return (&Error{Err: ErrDuplicateKey, Offset: ms[i].nameAt,
 				Detail: strconv.Quote(string(ms[i].name))}).within(string(ms[i].name))
 		}
 	}

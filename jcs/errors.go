@@ -74,7 +74,9 @@ func (e *Error) finish() *Error {
 		b.WriteByte('/')
 		b.WriteString(escapePointer(e.segments[i]))
 	}
-	e.Path = b.String()
+	// An error finished inside an embedded fragment (json.RawMessage)
+	// already has the fragment-relative path; the segments go in front.
+	e.Path = b.String() + e.Path
 	e.segments = nil
 	return e
 }

@@ -168,8 +168,8 @@ func (s *scanner) literal() (string, *Error) {
 	return "", s.unexpected("a value")
 }
 
-// numberToken reads a number per the RFC 8259 grammar. NaN and Infinity are
-// not numbers in JSON and fail here as syntax errors naming them.
+// numberToken reads a number per the RFC 8259 grammar. -Infinity fails with
+// ErrNumber, like NaN and Infinity in literal.
 func (s *scanner) numberToken() (lit []byte, isInt bool, err *Error) {
 	data := s.data
 	start := s.pos
@@ -185,10 +185,11 @@ func (s *scanner) numberToken() (lit []byte, isInt bool, err *Error) {
 			i++
 		}
 	default:
-		s.pos = i
 		if i < len(data) && data[i] == 'I' {
+			s.pos = start
 			return nil, false, s.fail(ErrNumber, "-Infinity is not a JSON number")
 		}
+		s.pos = i
 		return nil, false, s.unexpected("a digit")
 	}
 	isInt = true

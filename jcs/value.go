@@ -18,9 +18,8 @@ func Decode(data []byte) (any, error) {
 // Decode is the package-level Decode under o's limits.
 func (o *Options) Decode(data []byte) (any, error) {
 	maxDepth, maxSize := o.limits()
-	if len(data) > maxSize {
-		return nil, (&Error{Err: ErrSize, Offset: maxSize,
-			Detail: strconv.Itoa(len(data)) + " bytes, limit " + strconv.Itoa(maxSize)}).finish()
+	if err := checkSize(data, maxSize); err != nil {
+		return nil, err
 	}
 	d := decoder{scanner: scanner{data: data, maxDepth: maxDepth}}
 	d.skipSpace()
@@ -244,18 +243,11 @@ func (w *valueWriter) value(v any, depth int) *Error {
 		}
 		return w.float(f)
 	case json.RawMessage:
-		left := &Options{MaxDepth: w.maxDepth - depth}
-		if left.MaxDepth <= 0 {
-			return w.fail(ErrDepth, "more than "+strconv.Itoa(w.maxDepth)+" nested containers")
-		}
-		if w.opts != nil {
-			left.MaxSize = w.opts.MaxSize
-		}
-		out, err := left.Append(w.out, v)
+		_, maxSize := w.opts.limits()
+		out, err := appendCanonical(w.out, v, w.maxDepth-depth, maxSize)
 		if err != nil {
-			e := err.(*Error)
-			e.Offset = -1 // offsets inside a fragment mislead
-			return e
+			err.Offset = -1 // offsets inside a fragment mislead
+			return err
 		}
 		w.out = out
 	case []any:
