@@ -97,6 +97,13 @@ type arsiaExecutor func(env *arsiaEnv, c *arsiaCase) error
 // errUnsupported marks an operation the executor does not know: status error.
 var errUnsupported = errors.New("unsupported operation")
 
+// ArsiaClaimed lists the case categories this build claims to pass: every
+// non-skipped case in them must pass, in tests and in CI. It grows with the
+// ARSIA implementation.
+func ArsiaClaimed() []string {
+	return []string{"canonicalization"}
+}
+
 // arsiaExecutorFor dispatches on the case category, as the reference runner
 // does (not on the suite name).
 func arsiaExecutorFor(category string) arsiaExecutor {

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
+	"os"
 
 	"github.com/spf13/cobra"
 
@@ -13,7 +15,77 @@ func newConformanceCommand() *cobra.Command {
 		Use:   "conformance",
 		Short: "Run the upstream conformance corpora against this build",
 	}
-	cmd.AddCommand(newConformanceASCCommand())
+	cmd.AddCommand(newConformanceASCCommand(), newConformanceArsiaCommand())
+	return cmd
+}
+
+func newConformanceArsiaCommand() *cobra.Command {
+	var (
+		opts       conformance.ArsiaOptions
+		categories []string
+		jsonFile   string
+		verbose    bool
+	)
+	cmd := &cobra.Command{
+		Use:   "arsia --suites DIR --shared DIR",
+		Short: "Run the upstream ARSIA 1.0 conformance suites",
+		Long: `Run the upstream ARSIA 1.0 conformance suites (the YAML files in --suites)
+with the upstream test vectors, keypairs and profiles (in --shared), the way
+the reference runner does: every case dispatches on its category and
+operation, skip_until cases are reported as skipped. The last line printed is
+"arsia conformance: N passed, M failed, K skipped" (errors count as failures);
+the exit status is non-zero when any case failed or raised an error.`,
+		Example: `  custos conformance arsia --suites ../shared/conformance/arsia/suites \
+      --shared ../shared/conformance/arsia/shared --category canonicalization,signing`,
+		Args: argsExactly(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if opts.SuitesDir == "" || opts.SharedDir == "" {
+				return usageError{fmt.Errorf("--suites and --shared are required")}
+			}
+			for _, c := range categories {
+				if c == "claimed" {
+					opts.Categories = append(opts.Categories, conformance.ArsiaClaimed()...)
+				} else {
+					opts.Categories = append(opts.Categories, c)
+				}
+			}
+			report, err := conformance.Arsia(opts)
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			for _, r := range report.Results {
+				if verbose || r.Status == "fail" || r.Status == "error" {
+					fmt.Fprintf(w, "%-5s %-18s %s", r.Status, r.Category, r.TestID)
+					if r.Message != "" {
+						fmt.Fprintf(w, ": %s", r.Message)
+					}
+					fmt.Fprintln(w)
+				}
+			}
+			if jsonFile != "" {
+				data, err := json.MarshalIndent(report, "", "  ")
+				if err != nil {
+					return err
+				}
+				if err := os.WriteFile(jsonFile, append(data, '\n'), 0o644); err != nil {
+					return err
+				}
+			}
+			fmt.Fprintln(w, report.String())
+			if n := report.Summary.Fail + report.Summary.Error; n > 0 {
+				return fmt.Errorf("%d of %d cases failed", n, report.Summary.Total)
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&opts.SuitesDir, "suites", "", "folder of the upstream *.yaml suites")
+	f.StringVar(&opts.SharedDir, "shared", "", "upstream shared/ folder (test-vectors/, profiles/, schemas/)")
+	f.StringSliceVar(&categories, "category", nil, "run only these case categories (comma-separated; \"claimed\" = those this build claims to pass)")
+	f.StringVar(&opts.Level, "level", "all", "run only cases of this level: core, compliance, full or all")
+	f.StringVar(&jsonFile, "json", "", "also write the report as JSON to this file")
+	f.BoolVarP(&verbose, "verbose", "v", false, "list every case with its verdict")
 	return cmd
 }
 

@@ -169,3 +169,44 @@ func TestConformanceASC(t *testing.T) {
 		t.Fatalf("missing directory: exit %d, stderr %q", code, errOut)
 	}
 }
+
+func TestConformanceArsia(t *testing.T) {
+	dir := t.TempDir()
+	suite := `name: own
+level: core
+cases:
+  - id: OWN-SKIP
+    description: gated
+    category: canonicalization
+    skip_until: some-gate
+    input: {}
+    expected: {}
+  - id: OWN-MISSING-VECTOR
+    description: the vector file is absent
+    category: canonicalization
+    input:
+      vector_id: "CTV-01"
+    expected:
+      match_vector_field: canonical_bytes_hex
+`
+	if err := os.WriteFile(filepath.Join(dir, "own.yaml"), []byte(suite), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	report := filepath.Join(dir, "report.json")
+	code, out, errOut := custos(t, "", "conformance", "arsia", "--suites", dir, "--shared", dir, "--category", "claimed", "--json", report)
+	if code != 1 || !strings.HasSuffix(out, "arsia conformance: 0 passed, 1 failed, 1 skipped\n") || !strings.Contains(out, "OWN-MISSING-VECTOR") {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	data, err := os.ReadFile(report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"summary"`, `"skip": 1`, `"test_id": "OWN-SKIP"`, `"status": "fail"`} {
+		if !strings.Contains(string(data), want) {
+			t.Errorf("report lacks %s", want)
+		}
+	}
+	if code, _, _ := custos(t, "", "conformance", "arsia", "--suites", dir); code != 2 {
+		t.Errorf("without --shared: exit %d, want 2", code)
+	}
+}
