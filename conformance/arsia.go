@@ -101,7 +101,7 @@ var errUnsupported = errors.New("unsupported operation")
 // non-skipped case in them must pass, in tests and in CI. It grows with the
 // ARSIA implementation.
 func ArsiaClaimed() []string {
-	return []string{"canonicalization"}
+	return []string{"canonicalization", "compliance"}
 }
 
 // arsiaExecutorFor dispatches on the case category, as the reference runner
@@ -110,6 +110,8 @@ func arsiaExecutorFor(category string) arsiaExecutor {
 	switch category {
 	case "canonicalization":
 		return execCanonicalization
+	case "compliance":
+		return execCompliance
 	}
 	return nil
 }
