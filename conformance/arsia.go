@@ -101,7 +101,7 @@ var errUnsupported = errors.New("unsupported operation")
 // non-skipped case in them must pass, in tests and in CI. It grows with the
 // ARSIA implementation.
 func ArsiaClaimed() []string {
-	return []string{"canonicalization", "compliance", "schema-validation"}
+	return []string{"canonicalization", "compliance", "encryption", "schema-validation", "signing"}
 }
 
 // arsiaExecutorFor dispatches on the case category, as the reference runner
@@ -112,8 +112,12 @@ func arsiaExecutorFor(category string) arsiaExecutor {
 		return execCanonicalization
 	case "compliance":
 		return execCompliance
+	case "encryption":
+		return execEncryption
 	case "schema-validation":
 		return execSchemaValidation
+	case "signing":
+		return execSigning
 	}
 	return nil
 }
