@@ -101,23 +101,32 @@ var errUnsupported = errors.New("unsupported operation")
 // non-skipped case in them must pass, in tests and in CI. It grows with the
 // ARSIA implementation.
 func ArsiaClaimed() []string {
-	return []string{"canonicalization", "compliance", "encryption", "schema-validation", "signing"}
+	return []string{"actions", "canonicalization", "compliance", "encryption", "errors",
+		"identity", "schema-validation", "signing", "version"}
 }
 
 // arsiaExecutorFor dispatches on the case category, as the reference runner
 // does (not on the suite name).
 func arsiaExecutorFor(category string) arsiaExecutor {
 	switch category {
+	case "actions":
+		return execActions
 	case "canonicalization":
 		return execCanonicalization
 	case "compliance":
 		return execCompliance
 	case "encryption":
 		return execEncryption
+	case "errors":
+		return execErrors
+	case "identity":
+		return execIdentity
 	case "schema-validation":
 		return execSchemaValidation
 	case "signing":
 		return execSigning
+	case "version":
+		return execVersion
 	}
 	return nil
 }
