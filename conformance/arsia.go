@@ -102,7 +102,7 @@ var errUnsupported = errors.New("unsupported operation")
 // ARSIA implementation.
 func ArsiaClaimed() []string {
 	return []string{"actions", "canonicalization", "compliance", "encryption", "errors",
-		"identity", "schema-validation", "signing", "version"}
+		"identity", "schema-validation", "signing", "validation", "version"}
 }
 
 // arsiaExecutorFor dispatches on the case category, as the reference runner
@@ -125,6 +125,8 @@ func arsiaExecutorFor(category string) arsiaExecutor {
 		return execSchemaValidation
 	case "signing":
 		return execSigning
+	case "validation":
+		return execValidation
 	case "version":
 		return execVersion
 	}

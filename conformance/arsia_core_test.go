@@ -1,10 +1,7 @@
 package conformance
 
 import (
-	"fmt"
 	"path/filepath"
-	"slices"
-	"strings"
 	"testing"
 
 	"github.com/custos-runtime/custos/arsia"
@@ -64,37 +61,6 @@ func TestArsiaSemanticOnVectors(t *testing.T) {
 			t.Errorf("%s: L2 reports %v, but this vector is not an L2 concern", id, errs)
 		}
 		t.Logf("%s: L2 %v", id, errs)
-	}
-}
-
-// TestArsiaIdentityConsistency runs the validate_identity_consistency cases
-// of the validation-valid suite against arsia.CheckIdentityConsistency.
-func TestArsiaIdentityConsistency(t *testing.T) {
-	dir := sharedArsia(t)
-	cases, err := loadArsiaSuite(filepath.Join(dir, "suites", "validation-valid.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for _, c := range cases {
-		if c.operation("validate_envelope") != "validate_identity_consistency" {
-			continue
-		}
-		n++
-		str := func(k string) string { s, _ := c.Input[k].(string); return s }
-		warnings := arsia.CheckIdentityConsistency(str("from_agent"), str("kid"), str("identity_agent_id"))
-		err := firstErr(expectEqual(c, "consistent", len(warnings) == 0), expectEqual(c, "warning_count", len(warnings)))
-		if kw, ok := c.Expected["warning_contains"].(string); ok && err == nil {
-			if !slices.ContainsFunc(warnings, func(w string) bool { return strings.Contains(strings.ToLower(w), strings.ToLower(kw)) }) {
-				err = fmt.Errorf("no warning contains %q: %v", kw, warnings)
-			}
-		}
-		if err != nil {
-			t.Errorf("%s: %v", c.ID, err)
-		}
-	}
-	if n != 3 {
-		t.Errorf("ran %d identity-consistency cases, want 3", n)
 	}
 }
 
