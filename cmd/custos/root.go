@@ -47,7 +47,8 @@ func newRootCommand() *cobra.Command {
 		Long: `Custos verifies, authorizes and audits what AI agents ask each other to do,
 and pauses for a human when a compliance profile says so.
 
-This build provides the protocol utilities: canonical JSON and digests
+This build provides the protocol tools: ARSIA 1.0 envelopes (keys, signing,
+verification, validation, compliance profiles), canonical JSON and digests
 (RFC 8785) and Agent Status Codes (ASC 0.1).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -59,6 +60,12 @@ This build provides the protocol utilities: canonical JSON and digests
 		newDigestCommand(),
 		newStatusCommand(),
 		newConformanceCommand(),
+		newKeygenCommand(),
+		newSignCommand(),
+		newVerifyCommand(),
+		newValidateCommand(),
+		newProfileCommand(),
+		newEnvelopeCommand(),
 	)
 	return root
 }

@@ -1,0 +1,499 @@
+package main
+
+import (
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/rsa"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/go-jose/go-jose/v4"
+	"github.com/spf13/cobra"
+
+	"github.com/custos-runtime/custos/arsia"
+	"github.com/custos-runtime/custos/arsia/compliance"
+	"github.com/custos-runtime/custos/arsia/sig"
+	"github.com/custos-runtime/custos/jcs"
+)
+
+// The ARSIA commands: keygen, sign, verify, validate, profile, envelope.
+
+func newKeygenCommand() *cobra.Command {
+	var alg, agent, label, dir string
+	var force bool
+	cmd := &cobra.Command{
+		Use:   "keygen --agent ID",
+		Short: "Generate an ARSIA signing key: a private JWK and a public JWKS",
+		Long: `Generate a signing key for an ARSIA agent. Writes two files into --out:
+
+  <label>.private.jwk.json  the private key as a JWK (mode 0600), for "custos sign --key"
+  jwks.json                 the public key set to publish at /.well-known/arsia/jwks.json
+                            and to give "custos verify --jwks"
+
+The key id is "<agent>#<label>", as ARSIA requires. An existing jwks.json
+gains the new key (key rotation: publish old and new keys together for at
+least 24 hours); an existing private key file is never overwritten unless
+--force is given.`,
+		Example: "  custos keygen --agent agent:acme.billing --alg EdDSA --out keys/",
+		Args:    argsExactly(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !arsia.ValidAgentID(agent) {
+				return usageError{fmt.Errorf("--agent %q is not an ARSIA agent identifier (agent:org.name)", agent)}
+			}
+			key, err := generateKey(alg)
+			if err != nil {
+				return err
+			}
+			kid := agent + "#" + label
+			priv := jose.JSONWebKey{Key: key, KeyID: kid, Algorithm: alg, Use: "sig"}
+			if !priv.Valid() {
+				return fmt.Errorf("generated key is not a valid JWK")
+			}
+			privJSON, err := json.MarshalIndent(priv, "", "  ")
+			if err != nil {
+				return err
+			}
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				return err
+			}
+			privPath := filepath.Join(dir, label+".private.jwk.json")
+			flags := os.O_WRONLY | os.O_CREATE | os.O_EXCL
+			if force {
+				flags = os.O_WRONLY | os.O_CREATE | os.O_TRUNC
+			}
+			f, err := os.OpenFile(privPath, flags, 0o600)
+			if err != nil {
+				return err
+			}
+			if _, err := f.Write(append(privJSON, '\n')); err != nil {
+				f.Close()
+				return err
+			}
+			if err := f.Close(); err != nil {
+				return err
+			}
+			jwksPath := filepath.Join(dir, "jwks.json")
+			set, err := readJWKS(jwksPath)
+			if err != nil {
+				return err
+			}
+			pub := priv.Public()
+			var kept []jose.JSONWebKey
+			for _, k := range set.Keys {
+				if k.KeyID != kid {
+					kept = append(kept, k)
+				}
+			}
+			set.Keys = append(kept, pub)
+			setJSON, err := json.MarshalIndent(set, "", "  ")
+			if err != nil {
+				return err
+			}
+			if err := os.WriteFile(jwksPath, append(setJSON, '\n'), 0o644); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "kid %s\nprivate key %s\npublic JWKS %s (%d key(s))\n", kid, privPath, jwksPath, len(set.Keys))
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&alg, "alg", "EdDSA", "signature algorithm: EdDSA, ES256 or RS256")
+	f.StringVar(&agent, "agent", "", "the agent identifier the key belongs to, e.g. agent:acme.billing")
+	f.StringVar(&label, "label", "key-1", "key label; the kid is <agent>#<label>")
+	f.StringVar(&dir, "out", ".", "folder to write the key files into")
+	f.BoolVar(&force, "force", false, "overwrite an existing private key file")
+	_ = cmd.RegisterFlagCompletionFunc("alg", cobra.FixedCompletions([]string{"EdDSA", "ES256", "RS256"}, cobra.ShellCompDirectiveNoFileComp))
+	return cmd
+}
+
+func generateKey(alg string) (crypto.Signer, error) {
+	switch alg {
+	case "EdDSA":
+		_, k, err := ed25519.GenerateKey(rand.Reader)
+		return k, err
+	case "ES256":
+		return ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	case "RS256":
+		return rsa.GenerateKey(rand.Reader, 3072)
+	}
+	return nil, usageError{fmt.Errorf("--alg %q: want EdDSA, ES256 or RS256", alg)}
+}
+
+// readJWKS reads a JWKS file, or returns an empty set when it does not exist.
+func readJWKS(path string) (*jose.JSONWebKeySet, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return &jose.JSONWebKeySet{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var set jose.JSONWebKeySet
+	if err := json.Unmarshal(data, &set); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return &set, nil
+}
+
+// readEnvelope reads and strictly decodes an envelope from the argument or
+// standard input.
+func readEnvelope(cmd *cobra.Command, args []string) (map[string]any, string, error) {
+	data, name, err := readInput(cmd, args, arsia.DefaultMaxMessageBytes)
+	if err != nil {
+		return nil, name, err
+	}
+	env, err := sig.DecodeEnvelope(data)
+	if err != nil {
+		return nil, name, fmt.Errorf("%s: %w", name, err)
+	}
+	return env, name, nil
+}
+
+func newSignCommand() *cobra.Command {
+	var keyFile string
+	cmd := &cobra.Command{
+		Use:   "sign --key FILE [ENVELOPE|-]",
+		Short: "Sign an ARSIA envelope",
+		Long: `Sign an ARSIA envelope read from ENVELOPE or standard input with the private
+JWK in --key (as written by "custos keygen"). The signature covers the RFC 8785
+canonical form of the envelope without its "security" member; the output is
+the signed envelope in canonical form. The key id must be the envelope's
+"from" agent followed by "#".`,
+		Args: argsUpTo(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if keyFile == "" {
+				return usageError{errors.New("--key is required")}
+			}
+			data, err := os.ReadFile(keyFile)
+			if err != nil {
+				return err
+			}
+			var jwk jose.JSONWebKey
+			if err := json.Unmarshal(data, &jwk); err != nil {
+				return fmt.Errorf("%s: %w", keyFile, err)
+			}
+			if jwk.IsPublic() {
+				return fmt.Errorf("%s: holds a public key; signing needs the private key", keyFile)
+			}
+			signer, err := sig.NewSignerFromJWK(&jwk)
+			if err != nil {
+				return fmt.Errorf("%s: %w", keyFile, err)
+			}
+			env, _, err := readEnvelope(cmd, args)
+			if err != nil {
+				return err
+			}
+			signed, err := sig.Sign(env, signer, jwk.KeyID)
+			if err != nil {
+				return err
+			}
+			return writeCanonical(cmd.OutOrStdout(), signed)
+		},
+	}
+	cmd.Flags().StringVar(&keyFile, "key", "", "private key as a JWK file")
+	return cmd
+}
+
+func writeCanonical(w io.Writer, v any) error {
+	out, err := jcs.CanonicalizeValue(v)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(out, '\n'))
+	return err
+}
+
+func newVerifyCommand() *cobra.Command {
+	var jwksRef string
+	var algs []string
+	cmd := &cobra.Command{
+		Use:   "verify --jwks FILE|URL [ENVELOPE|-]",
+		Short: "Verify an ARSIA envelope's signature",
+		Long: `Verify the signature of an ARSIA envelope read from ENVELOPE or standard input
+against the sender's public keys: a JWKS file, or an https:// URL of a JWKS
+(cached per Cache-Control). The key is found by the envelope's kid, which must
+belong to its "from" agent; only the algorithms in --alg are accepted.
+Exits 1, saying why, when the signature does not verify.`,
+		Args: argsUpTo(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if jwksRef == "" {
+				return usageError{errors.New("--jwks is required")}
+			}
+			var keys sig.KeySource
+			if strings.HasPrefix(jwksRef, "https://") || strings.HasPrefix(jwksRef, "http://") {
+				h, err := sig.NewHTTPJWKS(jwksRef, nil)
+				if err != nil {
+					return err
+				}
+				keys = h
+			} else {
+				data, err := os.ReadFile(jwksRef)
+				if err != nil {
+					return err
+				}
+				s, err := sig.ParseStaticJWKS(data)
+				if err != nil {
+					return fmt.Errorf("%s: %w", jwksRef, err)
+				}
+				keys = s
+			}
+			env, name, err := readEnvelope(cmd, args)
+			if err != nil {
+				return err
+			}
+			v, err := sig.Verify(cmd.Context(), env, keys, sig.VerifyOptions{Algorithms: algs, Now: time.Now})
+			if err != nil {
+				return fmt.Errorf("%s: signature not verified: %w", name, err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: signature verified (%s, kid %s, from %s)\n", name, v.Algorithm, v.KeyID, v.From)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&jwksRef, "jwks", "", "sender's public keys: a JWKS file or an https:// URL")
+	cmd.Flags().StringSliceVar(&algs, "alg", []string{"EdDSA", "ES256", "RS256"}, "accepted signature algorithms")
+	return cmd
+}
+
+func newValidateCommand() *cobra.Command {
+	var opts arsia.ValidateOptions
+	var asJSON bool
+	var profilesFile string
+	cmd := &cobra.Command{
+		Use:   "validate [ENVELOPE|-]",
+		Short: "Validate an ARSIA envelope: structure (L1), semantics (L2) and compliance",
+		Long: `Validate an ARSIA envelope read from ENVELOPE or standard input as a receiver
+does: the JSON Schema (L1) first, and when that passes the semantic rules (L2)
+and the compliance rules R1-R7 on the inherited profile values. Signatures are
+checked by "custos verify". Exits 1 when any error is found; warnings do not
+fail.`,
+		Args: argsUpTo(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if profilesFile != "" {
+				data, err := os.ReadFile(profilesFile)
+				if err != nil {
+					return err
+				}
+				if opts.Profiles, err = compliance.Load(data); err != nil {
+					return fmt.Errorf("%s: %w", profilesFile, err)
+				}
+			}
+			env, name, err := readEnvelope(cmd, args)
+			if err != nil {
+				return err
+			}
+			issues := arsia.Validate(env, opts)
+			errs := len(arsia.ErrorIssues(issues))
+			w := cmd.OutOrStdout()
+			if asJSON {
+				type issueJSON struct {
+					Code     string `json:"code"`
+					Pointer  string `json:"pointer"`
+					Severity string `json:"severity"`
+					Message  string `json:"message"`
+				}
+				out := struct {
+					Valid  bool        `json:"valid"`
+					Issues []issueJSON `json:"issues"`
+				}{Valid: errs == 0, Issues: []issueJSON{}}
+				for _, is := range issues {
+					out.Issues = append(out.Issues, issueJSON{is.Code, is.Pointer, string(is.Severity), is.Message})
+				}
+				enc := json.NewEncoder(w)
+				enc.SetIndent("", "  ")
+				if err := enc.Encode(out); err != nil {
+					return err
+				}
+			} else {
+				for _, is := range issues {
+					fmt.Fprintf(w, "%s %s\n", is.Severity, is.String())
+				}
+			}
+			if errs > 0 {
+				return fmt.Errorf("%s: not a valid ARSIA envelope (%d error(s))", name, errs)
+			}
+			if !asJSON {
+				fmt.Fprintf(w, "%s: valid ARSIA envelope (%d warning(s))\n", name, len(issues))
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVar(&opts.Strict, "strict", false, "an unknown compliance profile is an error (R1), not a fallback to GDPR-STANDARD")
+	f.StringVar(&opts.IdentityClassification, "classification", "", "the sender's agent-level ai_system_classification (enables R6)")
+	f.StringVar(&profilesFile, "profiles", "", "compliance profiles file (default: the bundled ARSIA profiles)")
+	f.BoolVar(&asJSON, "json", false, "print the result as JSON")
+	return cmd
+}
+
+func newProfileCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "profile",
+		Short: "List and show the ARSIA compliance profiles",
+	}
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List the compliance profiles with their oversight mode and retention",
+		Args:  argsExactly(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			reg := compliance.Default()
+			w := cmd.OutOrStdout()
+			fmt.Fprintf(w, "%-24s %-27s %-10s %s\n", "PROFILE", "HUMAN OVERSIGHT", "RETENTION", "RESIDENCY")
+			for _, name := range reg.Names() {
+				p, _ := reg.Get(name)
+				fmt.Fprintf(w, "%-24s %-27s %-10s %s\n", name, p.Defaults.HumanOversight, retention(p.Defaults.RetentionDays), orDash(p.Defaults.DataResidency))
+			}
+			return nil
+		},
+	}
+	show := &cobra.Command{
+		Use:   "show NAME",
+		Short: "Show one compliance profile's defaults and references",
+		Args:  argsExactly(1),
+		ValidArgsFunction: func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+			return compliance.Default().Names(), cobra.ShellCompDirectiveNoFileComp
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			p, ok := compliance.Default().Get(args[0])
+			if !ok {
+				return fmt.Errorf("unknown compliance profile %q (see: custos profile list)", args[0])
+			}
+			w := cmd.OutOrStdout()
+			d := p.Defaults
+			line := func(k string, v any) {
+				if k != "" {
+					k += ":"
+				}
+				fmt.Fprintf(w, "%-24s %v\n", k, v)
+			}
+			line("Profile", p.Name)
+			line("Status", p.Status)
+			if p.Description != "" {
+				line("Description", p.Description)
+			}
+			line("Human oversight", d.HumanOversight)
+			line("Audit required", d.AuditRequired)
+			line("Retention", retention(d.RetentionDays))
+			line("Explainability", d.ExplainabilityRequired)
+			line("PII involved", d.PIIInvolved)
+			line("Legal basis", orDash(string(d.LegalBasis)))
+			line("Data residency", orDash(d.DataResidency))
+			skew := fmt.Sprintf("%ds", d.ClockSkewSeconds)
+			if d.ClockSkewSeconds == 0 {
+				skew = "300s (ARSIA default)"
+			}
+			line("Clock skew", skew)
+			for i, ref := range p.RegulatoryReferences {
+				if i == 0 {
+					line("References", ref)
+				} else {
+					line("", ref)
+				}
+			}
+			return nil
+		},
+	}
+	cmd.AddCommand(list, show)
+	return cmd
+}
+
+func retention(days *int) string {
+	if days == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%dd", *days)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func newEnvelopeCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "envelope",
+		Short: "Build ARSIA envelopes",
+	}
+	var (
+		from, to, payloadType, argsJSON, profile, keyFile string
+		capabilities                                      []string
+		ttl                                               time.Duration
+	)
+	newCmd := &cobra.Command{
+		Use:   "new --from ID --to ID --capability CAP --type TYPE",
+		Short: "Build an ARSIA request envelope (and sign it with --key)",
+		Long: `Build an ARSIA request: a fresh UUID v4 id, the current time with millisecond
+precision, expires_at after --ttl, the capabilities it needs, and the payload
+type and args. --profile adds a compliance object naming that profile (its
+defaults are filled in by the receiver's inheritance rules). With --key the
+envelope is signed; otherwise sign it later with "custos sign".`,
+		Example: `  custos envelope new --from agent:acme.advisor --to agent:acme.billing \
+      --capability billing.invoice.create --type com.acme.billing/create-invoice \
+      --args '{"amount": "100.00", "currency": "EUR"}' --profile EU-AI-ACT-HIGH-RISK`,
+		Args: argsExactly(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var args any
+			if argsJSON != "" {
+				decoded, err := jcs.Decode([]byte(argsJSON))
+				if err != nil {
+					return usageError{fmt.Errorf("--args: %w", err)}
+				}
+				args = decoded
+			}
+			opts := arsia.BuildOptions{Now: time.Now(), TTL: ttl}
+			if profile != "" {
+				if _, ok := compliance.Default().Get(profile); !ok {
+					return usageError{fmt.Errorf("--profile %q: unknown (see: custos profile list)", profile)}
+				}
+				opts.Compliance = map[string]any{"profile": profile}
+			}
+			e, err := arsia.NewRequest(from, to, capabilities, payloadType, args, opts)
+			if err != nil {
+				return err
+			}
+			env, err := e.Map()
+			if err != nil {
+				return err
+			}
+			if keyFile != "" {
+				data, err := os.ReadFile(keyFile)
+				if err != nil {
+					return err
+				}
+				var jwk jose.JSONWebKey
+				if err := json.Unmarshal(data, &jwk); err != nil {
+					return fmt.Errorf("%s: %w", keyFile, err)
+				}
+				signer, err := sig.NewSignerFromJWK(&jwk)
+				if err != nil {
+					return fmt.Errorf("%s: %w", keyFile, err)
+				}
+				if env, err = sig.Sign(env, signer, jwk.KeyID); err != nil {
+					return err
+				}
+			}
+			return writeCanonical(cmd.OutOrStdout(), env)
+		},
+	}
+	f := newCmd.Flags()
+	f.StringVar(&from, "from", "", "sender agent identifier")
+	f.StringVar(&to, "to", "", "receiver agent identifier")
+	f.StringSliceVar(&capabilities, "capability", nil, "capability the request needs (repeatable)")
+	f.StringVar(&payloadType, "type", "", "payload type, e.g. com.acme.billing/create-invoice")
+	f.StringVar(&argsJSON, "args", "", "payload args as a JSON value")
+	f.StringVar(&profile, "profile", "", "compliance profile to declare")
+	f.DurationVar(&ttl, "ttl", arsia.DefaultRequestTTL, "time until expires_at")
+	f.StringVar(&keyFile, "key", "", "sign with this private JWK")
+	cmd.AddCommand(newCmd)
+	return cmd
+}
