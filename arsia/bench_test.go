@@ -1,0 +1,151 @@
+package arsia_test
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/base64"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-jose/go-jose/v4"
+
+	"github.com/custos-runtime/custos/arsia"
+	"github.com/custos-runtime/custos/arsia/sig"
+	"github.com/custos-runtime/custos/jcs"
+)
+
+// benchEnvelope builds a signed request of about size bytes on the wire,
+// under the EU-AI-ACT-HIGH-RISK profile, and the key set that verifies it.
+func benchEnvelope(b *testing.B, size int) (wire []byte, keys sig.KeySource, pub ed25519.PublicKey) {
+	b.Helper()
+	seed := make([]byte, ed25519.SeedSize)
+	for i := range seed {
+		seed[i] = byte(i)
+	}
+	priv := ed25519.NewKeyFromSeed(seed)
+	pub = priv.Public().(ed25519.PublicKey)
+	const from = "agent:acme.advisor"
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+
+	args := map[string]any{"customer": "c-1042", "amount": "100.00", "currency": "EUR"}
+	var lines []any
+	for i := 0; ; i++ {
+		args["lines"] = lines
+		probe, _ := jcs.CanonicalizeValue(args)
+		if len(probe) >= size-700 { // the rest of the envelope is ~700 bytes
+			break
+		}
+		lines = append(lines, map[string]any{"sku": fmt.Sprintf("SKU-%05d", i), "qty": i%7 + 1, "price": "12.50", "note": "café crème"})
+	}
+	e, err := arsia.NewRequest(from, "agent:acme.billing", []string{"billing.invoice.create"},
+		"com.acme.billing/create-invoice", args, arsia.BuildOptions{
+			Now:        now,
+			ID:         "0b4f4a5e-8d2a-4c1e-9a8f-3c2d1e0f9a8b",
+			Compliance: map[string]any{"profile": "EU-AI-ACT-HIGH-RISK", "legal_basis": "contract"},
+			Context:    &arsia.Context{TraceID: strings.Repeat("ab", 16), SpanID: strings.Repeat("cd", 8)},
+		})
+	if err != nil {
+		b.Fatal(err)
+	}
+	env, err := e.Map()
+	if err != nil {
+		b.Fatal(err)
+	}
+	signer, err := sig.NewEd25519Signer(seed)
+	if err != nil {
+		b.Fatal(err)
+	}
+	signed, err := sig.Sign(env, signer, from+"#key-1")
+	if err != nil {
+		b.Fatal(err)
+	}
+	wire, err = jcs.CanonicalizeValue(signed)
+	if err != nil {
+		b.Fatal(err)
+	}
+	keys = sig.NewStaticJWKS(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: pub, KeyID: from + "#key-1", Algorithm: "EdDSA", Use: "sig"}}})
+	return wire, keys, pub
+}
+
+var verifyOpts = sig.VerifyOptions{Algorithms: []string{"EdDSA"}}
+
+// receive is the receiver's path from wire bytes to an accepted envelope:
+// strict decode, signature, L1, L2 and compliance.
+func receive(ctx context.Context, wire []byte, keys sig.KeySource) error {
+	env, err := sig.DecodeEnvelope(wire)
+	if err != nil {
+		return err
+	}
+	if _, err := sig.Verify(ctx, env, keys, verifyOpts); err != nil {
+		return err
+	}
+	if issues := arsia.ErrorIssues(arsia.Validate(env, arsia.ValidateOptions{})); len(issues) > 0 {
+		return fmt.Errorf("invalid: %v", issues)
+	}
+	return nil
+}
+
+func BenchmarkReceive(b *testing.B) {
+	ctx := context.Background()
+	for _, size := range []int{1 << 10, 64 << 10} {
+		wire, keys, pub := benchEnvelope(b, size)
+		env, err := sig.DecodeEnvelope(wire)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := receive(ctx, wire, keys); err != nil {
+			b.Fatal(err)
+		}
+		// The bytes ed25519 actually verifies: the canonical envelope
+		// without security.
+		signingInput, err := sig.SigningInput(env)
+		if err != nil {
+			b.Fatal(err)
+		}
+		rawSig, err := base64.RawURLEncoding.DecodeString(env["security"].(map[string]any)["sig"].(string))
+		if err != nil {
+			b.Fatal(err)
+		}
+		name := fmt.Sprintf("%dKB", size>>10)
+		b.Run(name+"/ed25519.Verify", func(b *testing.B) {
+			b.SetBytes(int64(len(wire)))
+			for b.Loop() {
+				if !ed25519.Verify(pub, signingInput, rawSig) {
+					b.Fatal("bare verify failed")
+				}
+			}
+		})
+		b.Run(name+"/sign", func(b *testing.B) {
+			signer, _ := sig.NewEd25519Signer(make([]byte, 32))
+			unsigned := env
+			b.SetBytes(int64(len(wire)))
+			for b.Loop() {
+				if _, err := sig.Sign(unsigned, signer, "agent:acme.advisor#key-1"); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(name+"/verify", func(b *testing.B) {
+			b.SetBytes(int64(len(wire)))
+			for b.Loop() {
+				env, err := sig.DecodeEnvelope(wire)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := sig.Verify(ctx, env, keys, verifyOpts); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(name+"/receive", func(b *testing.B) {
+			b.SetBytes(int64(len(wire)))
+			for b.Loop() {
+				if err := receive(ctx, wire, keys); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
