@@ -101,8 +101,8 @@ var errUnsupported = errors.New("unsupported operation")
 // non-skipped case in them must pass, in tests and in CI. It grows with the
 // ARSIA implementation.
 func ArsiaClaimed() []string {
-	return []string{"actions", "canonicalization", "compliance", "encryption", "errors",
-		"identity", "schema-validation", "signing", "validation", "version"}
+	return []string{"actions", "canonicalization", "certificates", "compliance", "discovery",
+		"encryption", "errors", "identity", "schema-validation", "signing", "validation", "version"}
 }
 
 // arsiaExecutorFor dispatches on the case category, as the reference runner
@@ -113,8 +113,12 @@ func arsiaExecutorFor(category string) arsiaExecutor {
 		return execActions
 	case "canonicalization":
 		return execCanonicalization
+	case "certificates":
+		return execCertificates
 	case "compliance":
 		return execCompliance
+	case "discovery":
+		return execDiscovery
 	case "encryption":
 		return execEncryption
 	case "errors":
