@@ -102,7 +102,8 @@ var errUnsupported = errors.New("unsupported operation")
 // ARSIA implementation.
 func ArsiaClaimed() []string {
 	return []string{"actions", "canonicalization", "certificates", "compliance", "discovery",
-		"encryption", "errors", "identity", "schema-validation", "signing", "validation", "version"}
+		"encryption", "errors", "idempotency", "identity", "routing", "schema-validation", "signing",
+		"validation", "version"}
 }
 
 // arsiaExecutorFor dispatches on the case category, as the reference runner
@@ -123,8 +124,12 @@ func arsiaExecutorFor(category string) arsiaExecutor {
 		return execEncryption
 	case "errors":
 		return execErrors
+	case "idempotency":
+		return execIdempotency
 	case "identity":
 		return execIdentity
+	case "routing":
+		return execRouting
 	case "schema-validation":
 		return execSchemaValidation
 	case "signing":
