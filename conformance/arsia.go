@@ -101,7 +101,7 @@ var errUnsupported = errors.New("unsupported operation")
 // non-skipped case in them must pass, in tests and in CI. It grows with the
 // ARSIA implementation.
 func ArsiaClaimed() []string {
-	return []string{"actions", "canonicalization", "certificates", "compliance", "discovery",
+	return []string{"actions", "authorization", "canonicalization", "certificates", "compliance", "discovery",
 		"encryption", "errors", "idempotency", "identity", "routing", "schema-validation", "signing",
 		"validation", "version"}
 }
@@ -112,6 +112,8 @@ func arsiaExecutorFor(category string) arsiaExecutor {
 	switch category {
 	case "actions":
 		return execActions
+	case "authorization":
+		return execAuthorization
 	case "canonicalization":
 		return execCanonicalization
 	case "certificates":

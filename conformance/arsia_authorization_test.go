@@ -1,0 +1,5 @@
+package conformance
+
+import "testing"
+
+func TestArsiaAuthorization(t *testing.T) { checkArsiaCategory(t, "authorization", execAuthorization) }
