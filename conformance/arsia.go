@@ -102,7 +102,7 @@ var errUnsupported = errors.New("unsupported operation")
 // ARSIA implementation.
 func ArsiaClaimed() []string {
 	return []string{"actions", "authorization", "canonicalization", "certificates", "compliance", "discovery",
-		"encryption", "errors", "idempotency", "identity", "routing", "schema-validation", "signing",
+		"encryption", "errors", "idempotency", "identity", "onboarding", "routing", "schema-validation", "signing",
 		"validation", "version"}
 }
 
@@ -130,6 +130,8 @@ func arsiaExecutorFor(category string) arsiaExecutor {
 		return execIdempotency
 	case "identity":
 		return execIdentity
+	case "onboarding":
+		return execOnboarding
 	case "routing":
 		return execRouting
 	case "schema-validation":
