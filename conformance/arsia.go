@@ -102,7 +102,7 @@ var errUnsupported = errors.New("unsupported operation")
 // ARSIA implementation.
 func ArsiaClaimed() []string {
 	return []string{"actions", "authorization", "canonicalization", "certificates", "compliance", "discovery",
-		"encryption", "errors", "idempotency", "identity", "onboarding", "routing", "schema-validation", "signing",
+		"encryption", "errors", "idempotency", "identity", "onboarding", "routing", "schema-validation", "signing", "state",
 		"validation", "version"}
 }
 
@@ -140,6 +140,8 @@ func arsiaExecutorFor(category string) arsiaExecutor {
 		return execSigning
 	case "validation":
 		return execValidation
+	case "state":
+		return execState
 	case "version":
 		return execVersion
 	}
