@@ -290,40 +290,11 @@ fail.`,
 			if err != nil {
 				return err
 			}
-			issues := arsia.Validate(env, opts)
-			errs := len(arsia.ErrorIssues(issues))
-			w := cmd.OutOrStdout()
-			if asJSON {
-				type issueJSON struct {
-					Code     string `json:"code"`
-					Pointer  string `json:"pointer"`
-					Severity string `json:"severity"`
-					Message  string `json:"message"`
-				}
-				out := struct {
-					Valid  bool        `json:"valid"`
-					Issues []issueJSON `json:"issues"`
-				}{Valid: errs == 0, Issues: []issueJSON{}}
-				for _, is := range issues {
-					out.Issues = append(out.Issues, issueJSON{is.Code, is.Pointer, string(is.Severity), is.Message})
-				}
-				enc := json.NewEncoder(w)
-				enc.SetIndent("", "  ")
-				if err := enc.Encode(out); err != nil {
-					return err
-				}
-			} else {
-				for _, is := range issues {
-					fmt.Fprintf(w, "%s %s\n", is.Severity, is.String())
-				}
+			var findings []finding
+			for _, is := range arsia.Validate(env, opts) {
+				findings = append(findings, finding{is.Pointer, is.Code, string(is.Severity), is.Message, string(is.Severity) + " " + is.String()})
 			}
-			if errs > 0 {
-				return fmt.Errorf("%s: not a valid ARSIA envelope (%d error(s))", name, errs)
-			}
-			if !asJSON {
-				fmt.Fprintf(w, "%s: valid ARSIA envelope (%d warning(s))\n", name, len(issues))
-			}
-			return nil
+			return reportFindings(cmd.OutOrStdout(), name, "ARSIA envelope", findings, asJSON)
 		},
 	}
 	f := cmd.Flags()

@@ -123,7 +123,7 @@ func TestStatus(t *testing.T) {
 		{"explain no argument", "", []string{"status", "explain"}, 2, nil, "accepts 1 arg"},
 		{"validate valid", valid, []string{"status", "validate"}, 0, []string{"valid ASC envelope (0 warning(s))"}, ""},
 		{"validate name mismatch", mismatch, []string{"status", "validate", "-"}, 1, []string{"/status/name", "RATE_LIMITED"}, "not a valid ASC envelope"},
-		{"validate json", mismatch, []string{"status", "validate", "--json"}, 1, []string{`"valid": false`, `"path": "/status/name"`}, "1 error(s)"},
+		{"validate json", mismatch, []string{"status", "validate", "--json"}, 1, []string{`"valid": false`, `"pointer": "/status/name"`}, "1 error(s)"},
 		{"validate duplicate key", `{"spec_version":"0.1.0","spec_version":"0.1.0"}`, []string{"status", "validate"}, 1, []string{"duplicate member name"}, "not a valid"},
 		{"validate not json", `hello`, []string{"status", "validate"}, 1, nil, "not a valid"},
 	}

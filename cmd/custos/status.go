@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -62,45 +61,11 @@ Pointer and rule. Warnings (SHOULD-level rules) do not fail the check.`,
 			if err != nil {
 				return err
 			}
-			issues := asc.CheckJSON(data)
-			errs := 0
-			for _, is := range issues {
-				if is.Level == asc.LevelError {
-					errs++
-				}
+			var findings []finding
+			for _, is := range asc.CheckJSON(data) {
+				findings = append(findings, finding{is.Path, is.Rule, string(is.Level), is.Message, is.String()})
 			}
-			w := cmd.OutOrStdout()
-			if asJSON {
-				type issueJSON struct {
-					Path    string `json:"path"`
-					Rule    string `json:"rule"`
-					Level   string `json:"level"`
-					Message string `json:"message"`
-				}
-				out := struct {
-					Valid  bool        `json:"valid"`
-					Issues []issueJSON `json:"issues"`
-				}{Valid: errs == 0, Issues: []issueJSON{}}
-				for _, is := range issues {
-					out.Issues = append(out.Issues, issueJSON{is.Path, is.Rule, string(is.Level), is.Message})
-				}
-				enc := json.NewEncoder(w)
-				enc.SetIndent("", "  ")
-				if err := enc.Encode(out); err != nil {
-					return err
-				}
-			} else {
-				for _, is := range issues {
-					fmt.Fprintln(w, is.String())
-				}
-			}
-			if errs > 0 {
-				return fmt.Errorf("%s: not a valid ASC envelope (%d error(s), %d warning(s))", name, errs, len(issues)-errs)
-			}
-			if !asJSON {
-				fmt.Fprintf(w, "%s: valid ASC envelope (%d warning(s))\n", name, len(issues))
-			}
-			return nil
+			return reportFindings(cmd.OutOrStdout(), name, "ASC envelope", findings, asJSON)
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
