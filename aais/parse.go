@@ -1,0 +1,144 @@
+package aais
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+
+	"github.com/custos-runtime/custos/jcs"
+)
+
+// Defaults applied when an Options field is zero.
+const (
+	// DefaultMaxSize caps a message at 4 MiB: room for a snapshot of many
+	// pending requests, small enough that one request cannot exhaust a
+	// presenter.
+	DefaultMaxSize = 4 << 20
+	// DefaultMaxDepth caps the nesting of arrays and objects, counting the
+	// message itself as depth 1.
+	DefaultMaxDepth = jcs.DefaultMaxDepth
+)
+
+// Options tunes parsing and building. A nil *Options means the defaults;
+// the package-level functions use them.
+type Options struct {
+	// MaxSize caps a document in bytes. Zero means DefaultMaxSize.
+	MaxSize int
+	// MaxDepth caps nesting. Zero means DefaultMaxDepth.
+	MaxDepth int
+	// Rand is where builders read the randomness of generated ids. Nil
+	// means crypto/rand.
+	Rand io.Reader
+}
+
+func (o *Options) jcs() *jcs.Options {
+	j := &jcs.Options{MaxSize: DefaultMaxSize, MaxDepth: DefaultMaxDepth}
+	if o != nil {
+		if o.MaxSize > 0 {
+			j.MaxSize = o.MaxSize
+		}
+		if o.MaxDepth > 0 {
+			j.MaxDepth = o.MaxDepth
+		}
+	}
+	return j
+}
+
+// Parse reads one AAIS 1.0 message and returns it only if it is valid. It
+// checks, in order and stopping at the first stage that fails:
+//
+//  1. strict I-JSON decoding (jcs.Decode): duplicate member names, invalid
+//     UTF-8, lone surrogates, non-interoperable numbers, depth and size;
+//  2. the AAIS 1.0 JSON Schema, including formats (date-time);
+//  3. the semantic rules a single document can be checked against: the
+//     action digest recomputed over the action exactly as received, an
+//     exit choice, unique (decision, scope) pairs, expiry after creation,
+//     timestamps, sequence range, and the rest listed under the Rule
+//     constants.
+//
+// Every failure is a *ValidationError listing each issue with its JSON
+// Pointer.
+func Parse(data []byte) (*Message, error) {
+	return (*Options)(nil).Parse(data)
+}
+
+// Parse is the package-level Parse under o's limits.
+func (o *Options) Parse(data []byte) (*Message, error) {
+	doc, err := o.jcs().Decode(data)
+	if err != nil {
+		return nil, &ValidationError{
+			Issues: []Issue{{Path: jcsPath(err), Rule: RuleJSON, Message: err.Error()}},
+			cause:  err,
+		}
+	}
+	found, err := schemaIssues(doc)
+	if err != nil {
+		return nil, err
+	}
+	if len(found) > 0 {
+		return nil, &ValidationError{Issues: found}
+	}
+	var w wireMessage
+	if err := json.Unmarshal(data, &w); err != nil {
+		// Unreachable for a document the schema accepted; fail closed.
+		return nil, &ValidationError{Issues: []Issue{{Path: "", Rule: RuleJSON, Message: err.Error()}}}
+	}
+	var is issues
+	m := w.toMessage(&is)
+	checkMessage(&is, m)
+	if err := is.err(); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// Marshal returns m's JSON, after checking that it parses back as a valid
+// message (so nothing invalid is ever emitted). The action is written as the
+// raw JSON it was received or built as; other members are written from the
+// fields, timestamps with their original text. HTML characters are not
+// escaped.
+func Marshal(m *Message) ([]byte, error) {
+	return (*Options)(nil).Marshal(m)
+}
+
+// Marshal is the package-level Marshal under o's limits.
+func (o *Options) Marshal(m *Message) ([]byte, error) {
+	if m == nil {
+		return nil, fmt.Errorf("%w: nil message", ErrInvalid)
+	}
+	w, err := m.toWire()
+	if err != nil {
+		return nil, err
+	}
+	b, err := encode(w)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	if _, err := o.Parse(b); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// Validate reports whether m is a valid message, exactly as Parse would
+// judge its JSON.
+func Validate(m *Message) error {
+	_, err := Marshal(m)
+	return err
+}
+
+// MarshalJSON is Marshal, so a message embedded in another value is
+// validated too.
+func (m Message) MarshalJSON() ([]byte, error) { return Marshal(&m) }
+
+// UnmarshalJSON is Parse, so json.Unmarshal cannot produce an unchecked
+// message. Because encoding/json has already accepted the bytes with its own
+// looser rules, the strict checks run again here.
+func (m *Message) UnmarshalJSON(data []byte) error {
+	p, err := Parse(data)
+	if err != nil {
+		return err
+	}
+	*m = *p
+	return nil
+}
