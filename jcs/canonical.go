@@ -21,6 +21,23 @@ type Options struct {
 	MaxDepth int
 	// MaxSize caps the input in bytes. Zero means DefaultMaxSize.
 	MaxSize int
+	// Strings, when set, lets Decode return shared strings for the member
+	// names and short values a protocol repeats in every document instead
+	// of allocating them again.
+	Strings *StringTable
+}
+
+// StringTable is an immutable set of strings that Decode shares. Build one
+// per protocol and reuse it; it is safe for concurrent use.
+type StringTable struct{ m map[string]string }
+
+// NewStringTable returns a table of the given strings.
+func NewStringTable(strs ...string) *StringTable {
+	t := &StringTable{m: make(map[string]string, len(strs))}
+	for _, s := range strs {
+		t.m[s] = s
+	}
+	return t
 }
 
 func (o *Options) limits() (depth, size int) {
@@ -383,7 +400,7 @@ func mergeSort(ms, tmp []member) {
 // RFC 8785 §3.2.3 requires. UTF-8 byte order equals code point order, which
 // differs from UTF-16 order only where a supplementary character (a surrogate
 // pair, 0xD800-0xDBFF first) meets a character in U+E000-U+FFFF.
-func compareUTF16(a, b []byte) int {
+func compareUTF16[T string | []byte](a, b T) int {
 	n := min(len(a), len(b))
 	i := 0
 	for i < n && a[i] == b[i] {
@@ -399,13 +416,27 @@ func compareUTF16(a, b []byte) int {
 	for i > 0 && !utf8.RuneStart(a[i]) {
 		i--
 	}
-	ra, _ := utf8.DecodeRune(a[i:])
-	rb, _ := utf8.DecodeRune(b[i:])
+	ra, rb := runeAt(a, i), runeAt(b, i)
 	ka, kb := firstUnit(ra), firstUnit(rb)
 	if ka != kb {
 		return int(ka) - int(kb)
 	}
 	return int(ra) - int(rb)
+}
+
+// runeAt decodes the rune starting at s[i] of a string already known to be
+// valid UTF-8 (an ASCII byte, or a lead byte followed by its continuations).
+func runeAt[T string | []byte](s T, i int) rune {
+	switch c := s[i]; {
+	case c < utf8.RuneSelf:
+		return rune(c)
+	case c < 0xE0:
+		return rune(c&0x1F)<<6 | rune(s[i+1]&0x3F)
+	case c < 0xF0:
+		return rune(c&0x0F)<<12 | rune(s[i+1]&0x3F)<<6 | rune(s[i+2]&0x3F)
+	default:
+		return rune(c&0x07)<<18 | rune(s[i+1]&0x3F)<<12 | rune(s[i+2]&0x3F)<<6 | rune(s[i+3]&0x3F)
+	}
 }
 
 func firstUnit(r rune) rune {
@@ -417,7 +448,7 @@ func firstUnit(r rune) rune {
 
 // appendString writes s (valid UTF-8) as a JSON string with exactly the
 // escapes RFC 8785 §3.2.2.2 allows.
-func appendString(dst, s []byte) []byte {
+func appendString[T string | []byte](dst []byte, s T) []byte {
 	dst = append(dst, '"')
 	last := 0
 	for i := 0; i < len(s); i++ {

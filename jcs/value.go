@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -21,7 +23,13 @@ func (o *Options) Decode(data []byte) (any, error) {
 	if err := checkSize(data, maxSize); err != nil {
 		return nil, err
 	}
-	d := decoder{scanner: scanner{data: data, maxDepth: maxDepth}}
+	d := decoders.Get().(*decoder)
+	defer d.release()
+	d.scanner = scanner{data: data, maxDepth: maxDepth}
+	if o != nil && o.Strings != nil {
+		d.names = o.Strings.m
+		d.shared = true
+	}
 	d.skipSpace()
 	v, err := d.value(0)
 	if err == nil {
@@ -36,9 +44,50 @@ func (o *Options) Decode(data []byte) (any, error) {
 	return v, nil
 }
 
+// decoders recycles the stacks of decoders between documents.
+var decoders = sync.Pool{New: func() any {
+	return &decoder{elems: make([]any, 0, 64), pairs: make([]pair, 0, 64)}
+}}
+
+// release returns d to the pool without references into the document.
+func (d *decoder) release() {
+	d.scanner = scanner{}
+	clear(d.elems[:cap(d.elems)])
+	clear(d.pairs[:cap(d.pairs)])
+	d.elems, d.pairs = d.elems[:0], d.pairs[:0]
+	d.names, d.shared = nil, false
+	if cap(d.elems) <= 1<<14 && cap(d.pairs) <= 1<<14 {
+		decoders.Put(d)
+	}
+}
+
+// decoder builds generic values. Arrays and objects are collected on stacks
+// shared by all open containers and allocated once at their exact size, and
+// member names are interned per document, so decoding the typical envelope
+// costs little more than its strings and numbers.
 type decoder struct {
 	scanner
+	elems []any
+	pairs []pair
+	// names interns member names: the caller's StringTable (read-only,
+	// shared; also consulted for string values) or a cache of this
+	// document's names.
+	names  map[string]string
+	shared bool
 }
+
+type pair struct {
+	name  string
+	value any
+}
+
+// maxInterned bounds the per-document name cache; names beyond it are
+// simply not shared.
+const maxInterned = 256
+
+// smallObject is the member count up to which duplicates are found by a
+// linear scan; larger objects use their map.
+const smallObject = 16
 
 func (d *decoder) value(depth int) (any, *Error) {
 	switch ch := d.peek(); {
@@ -54,8 +103,11 @@ func (d *decoder) value(depth int) (any, *Error) {
 		if err != nil {
 			return nil, err
 		}
-		if _, why := parseNumber(lit, isInt); why != "" {
-			return nil, &Error{Err: ErrNumber, Offset: start, Detail: string(lit) + ": " + why}
+		// Integer literals of up to 15 digits are always interoperable.
+		if !isInt || len(lit) > 15 {
+			if _, why := parseNumber(lit, isInt); why != "" {
+				return nil, &Error{Err: ErrNumber, Offset: start, Detail: string(lit) + ": " + why}
+			}
 		}
 		return json.Number(lit), nil
 	}
@@ -75,10 +127,41 @@ func (d *decoder) str() (string, *Error) {
 		return "", err
 	}
 	if !escaped {
+		if d.shared {
+			if s, ok := d.names[string(raw)]; ok {
+				return s, nil
+			}
+		}
 		return string(raw), nil
 	}
 	b, err := d.unescape(make([]byte, 0, len(raw)), raw)
 	return string(b), err
+}
+
+// name reads a member name, sharing the string with earlier equal names.
+func (d *decoder) name() (string, *Error) {
+	raw, escaped, err := d.stringToken()
+	if err != nil {
+		return "", err
+	}
+	if escaped {
+		b, err := d.unescape(make([]byte, 0, len(raw)), raw)
+		return string(b), err
+	}
+	if s, ok := d.names[string(raw)]; ok {
+		return s, nil
+	}
+	s := string(raw)
+	if d.shared {
+		return s, nil
+	}
+	if d.names == nil {
+		d.names = make(map[string]string, 32)
+	}
+	if len(d.names) < maxInterned {
+		d.names[s] = s
+	}
+	return s, nil
 }
 
 func (d *decoder) array(depth int) (any, *Error) {
@@ -86,27 +169,33 @@ func (d *decoder) array(depth int) (any, *Error) {
 		return nil, d.fail(ErrDepth, "more than "+strconv.Itoa(d.maxDepth)+" nested containers")
 	}
 	d.pos++
-	out := []any{}
 	d.skipSpace()
 	if d.peek() == ']' {
 		d.pos++
-		return out, nil
+		return []any{}, nil
 	}
+	base := len(d.elems)
 	for i := 0; ; i++ {
 		d.skipSpace()
 		v, err := d.value(depth)
 		if err != nil {
+			d.elems = d.elems[:base]
 			return nil, err.within(strconv.Itoa(i))
 		}
-		out = append(out, v)
+		d.elems = append(d.elems, v)
 		d.skipSpace()
 		switch d.peek() {
 		case ',':
 			d.pos++
 		case ']':
 			d.pos++
+			out := make([]any, len(d.elems)-base)
+			copy(out, d.elems[base:])
+			clear(d.elems[base:])
+			d.elems = d.elems[:base]
 			return out, nil
 		default:
+			d.elems = d.elems[:base]
 			return nil, d.unexpected("',' or ']'").within(strconv.Itoa(i))
 		}
 	}
@@ -117,23 +206,49 @@ func (d *decoder) object(depth int) (any, *Error) {
 		return nil, d.fail(ErrDepth, "more than "+strconv.Itoa(d.maxDepth)+" nested containers")
 	}
 	d.pos++
-	out := map[string]any{}
 	d.skipSpace()
 	if d.peek() == '}' {
 		d.pos++
-		return out, nil
+		return map[string]any{}, nil
 	}
+	base := len(d.pairs)
+	out, err := d.members(depth, base)
+	clear(d.pairs[base:])
+	d.pairs = d.pairs[:base]
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// members reads an object's members onto the pair stack above base and
+// returns the object. Small objects are checked for duplicate names by a
+// linear scan and get their map at the end, at its exact size; a large one
+// switches to its map as soon as it outgrows the scan.
+func (d *decoder) members(depth, base int) (map[string]any, *Error) {
+	var big map[string]any
 	for {
 		d.skipSpace()
 		if d.peek() != '"' {
 			return nil, d.unexpected("a member name")
 		}
 		nameAt := d.pos
-		name, err := d.str()
+		name, err := d.name()
 		if err != nil {
 			return nil, err
 		}
-		if _, dup := out[name]; dup {
+		dup := false
+		if big != nil {
+			_, dup = big[name]
+		} else {
+			for _, p := range d.pairs[base:] {
+				if p.name == name {
+					dup = true
+					break
+				}
+			}
+		}
+		if dup {
 			return nil, (&Error{Err: ErrDuplicateKey, Offset: nameAt, Detail: strconv.Quote(name)}).within(name)
 		}
 		d.skipSpace()
@@ -146,17 +261,35 @@ func (d *decoder) object(depth int) (any, *Error) {
 		if err != nil {
 			return nil, err.within(name)
 		}
-		out[name] = v
+		if big != nil {
+			big[name] = v
+		} else {
+			d.pairs = append(d.pairs, pair{name, v})
+			if len(d.pairs)-base > smallObject {
+				big = make(map[string]any, 2*smallObject)
+				for _, p := range d.pairs[base:] {
+					big[p.name] = p.value
+				}
+			}
+		}
 		d.skipSpace()
 		switch d.peek() {
 		case ',':
 			d.pos++
+			continue
 		case '}':
 			d.pos++
-			return out, nil
 		default:
 			return nil, d.unexpected("',' or '}'").within(name)
 		}
+		if big != nil {
+			return big, nil
+		}
+		out := make(map[string]any, len(d.pairs)-base)
+		for _, p := range d.pairs[base:] {
+			out[p.name] = p.value
+		}
+		return out, nil
 	}
 }
 
@@ -177,121 +310,228 @@ func DigestValue(v any) (string, error) {
 
 // AppendValue appends the canonical form of v to dst under o's depth limit.
 func (o *Options) AppendValue(dst []byte, v any) ([]byte, error) {
-	maxDepth, _ := o.limits()
-	w := valueWriter{opts: o, maxDepth: maxDepth, out: dst}
-	start := len(dst)
-	if err := w.value(v, 0); err != nil {
-		return dst[:start], err.finish()
-	}
-	return w.out, nil
+	out, _, err := o.appendValue(dst, v, false)
+	return out, err
 }
+
+// AppendValueCopy is AppendValue that also returns a deep copy of v made in
+// the same walk: what a signer or verifier hashed and what it keeps are then
+// the same value, whatever the caller does to v afterwards. Maps and slices
+// are copied; strings, numbers and json.RawMessage values are shared, as
+// they are immutable in practice (a RawMessage is copied).
+func (o *Options) AppendValueCopy(dst []byte, v any) ([]byte, any, error) {
+	return o.appendValue(dst, v, true)
+}
+
+func (o *Options) appendValue(dst []byte, v any, copying bool) ([]byte, any, error) {
+	maxDepth, _ := o.limits()
+	stack := memberStacks.Get().(*[]pair)
+	w := valueWriter{opts: o, maxDepth: maxDepth, out: dst, copying: copying, members: (*stack)[:0]}
+	start := len(dst)
+	c, err := w.value(v, 0)
+	if cap(w.members) <= 1<<14 {
+		*stack = w.members[:0]
+		memberStacks.Put(stack)
+	}
+	if err != nil {
+		return dst[:start], nil, err.finish()
+	}
+	return w.out, c, nil
+}
+
+// memberStacks recycles the member stacks of valueWriters; entries are
+// cleared as objects close, so a pooled stack holds no references.
+var memberStacks = sync.Pool{New: func() any { s := make([]pair, 0, 64); return &s }}
 
 type valueWriter struct {
 	opts     *Options
 	maxDepth int
 	out      []byte
+	members  []pair // members of the open maps, as a stack
+	copying  bool   // value also returns a deep copy
 }
 
 func (w *valueWriter) fail(err error, detail string) *Error {
 	return &Error{Err: err, Offset: -1, Detail: detail}
 }
 
-func (w *valueWriter) value(v any, depth int) *Error {
-	switch v := v.(type) {
+// value writes v and, when copying, returns its copy (scalars as they are).
+func (w *valueWriter) value(v any, depth int) (any, *Error) {
+	switch x := v.(type) {
 	case nil:
 		w.out = append(w.out, "null"...)
 	case bool:
-		w.out = strconv.AppendBool(w.out, v)
+		w.out = strconv.AppendBool(w.out, x)
 	case string:
-		if !utf8.ValidString(v) {
-			return w.fail(ErrInvalidUTF8, "string value")
+		if !utf8.ValidString(x) {
+			return nil, w.fail(ErrInvalidUTF8, "string value")
 		}
-		w.out = appendString(w.out, []byte(v))
+		w.out = appendString(w.out, x)
 	case float64:
-		return w.float(v)
+		return v, w.float(x)
 	case float32:
-		return w.float(float64(v))
+		return v, w.float(float64(x))
 	case int:
-		return w.integer(int64(v))
+		return v, w.integer(int64(x))
 	case int8:
-		return w.integer(int64(v))
+		return v, w.integer(int64(x))
 	case int16:
-		return w.integer(int64(v))
+		return v, w.integer(int64(x))
 	case int32:
-		return w.integer(int64(v))
+		return v, w.integer(int64(x))
 	case int64:
-		return w.integer(v)
+		return v, w.integer(x)
 	case uint:
-		return w.unsigned(uint64(v))
+		return v, w.unsigned(uint64(x))
 	case uint8:
-		return w.unsigned(uint64(v))
+		return v, w.unsigned(uint64(x))
 	case uint16:
-		return w.unsigned(uint64(v))
+		return v, w.unsigned(uint64(x))
 	case uint32:
-		return w.unsigned(uint64(v))
+		return v, w.unsigned(uint64(x))
 	case uint64:
-		return w.unsigned(v)
+		return v, w.unsigned(x)
 	case json.Number:
-		s := scanner{data: []byte(v)}
+		if isShortInteger(x) {
+			// As written is canonical, as for literals in documents.
+			w.out = append(w.out, x...)
+			return v, nil
+		}
+		s := scanner{data: []byte(x)}
 		lit, isInt, err := s.numberToken()
 		if err != nil || s.pos != len(s.data) {
-			return w.fail(ErrSyntax, "json.Number "+strconv.Quote(string(v))+" is not a JSON number")
+			return nil, w.fail(ErrSyntax, "json.Number "+strconv.Quote(string(x))+" is not a JSON number")
 		}
 		f, why := parseNumber(lit, isInt)
 		if why != "" {
-			return w.fail(ErrNumber, string(v)+": "+why)
+			return nil, w.fail(ErrNumber, string(x)+": "+why)
 		}
-		return w.float(f)
+		return v, w.float(f)
 	case json.RawMessage:
 		_, maxSize := w.opts.limits()
-		out, err := appendCanonical(w.out, v, w.maxDepth-depth, maxSize)
+		out, err := appendCanonical(w.out, x, w.maxDepth-depth, maxSize)
 		if err != nil {
 			err.Offset = -1 // offsets inside a fragment mislead
-			return err
+			return nil, err
 		}
 		w.out = out
+		if w.copying {
+			return slices.Clone(x), nil
+		}
 	case []any:
-		if depth+1 > w.maxDepth {
-			return w.fail(ErrDepth, "more than "+strconv.Itoa(w.maxDepth)+" nested containers")
-		}
-		w.out = append(w.out, '[')
-		for i, e := range v {
-			if i > 0 {
-				w.out = append(w.out, ',')
-			}
-			if err := w.value(e, depth+1); err != nil {
-				return err.within(strconv.Itoa(i))
-			}
-		}
-		w.out = append(w.out, ']')
+		return w.array(x, depth)
 	case map[string]any:
-		if depth+1 > w.maxDepth {
-			return w.fail(ErrDepth, "more than "+strconv.Itoa(w.maxDepth)+" nested containers")
-		}
-		ms := make([]member, 0, len(v))
-		for k := range v {
-			if !utf8.ValidString(k) {
-				return w.fail(ErrInvalidUTF8, "member name")
-			}
-			ms = append(ms, member{name: []byte(k)})
-		}
-		sortMembers(ms)
-		w.out = append(w.out, '{')
-		for i, m := range ms {
-			if i > 0 {
-				w.out = append(w.out, ',')
-			}
-			w.out = appendString(w.out, m.name)
-			w.out = append(w.out, ':')
-			if err := w.value(v[string(m.name)], depth+1); err != nil {
-				return err.within(string(m.name))
-			}
-		}
-		w.out = append(w.out, '}')
+		return w.object(x, depth)
 	default:
-		return w.fail(ErrUnsupportedType, fmt.Sprintf("%T (decode into generic values or pass json.RawMessage)", v))
+		return nil, w.fail(ErrUnsupportedType, fmt.Sprintf("%T (decode into generic values or pass json.RawMessage)", v))
 	}
-	return nil
+	return v, nil
+}
+
+func (w *valueWriter) array(a []any, depth int) (any, *Error) {
+	if depth+1 > w.maxDepth {
+		return nil, w.fail(ErrDepth, "more than "+strconv.Itoa(w.maxDepth)+" nested containers")
+	}
+	var cp []any
+	if w.copying {
+		cp = make([]any, len(a))
+	}
+	w.out = append(w.out, '[')
+	for i, e := range a {
+		if i > 0 {
+			w.out = append(w.out, ',')
+		}
+		c, err := w.value(e, depth+1)
+		if err != nil {
+			return nil, err.within(strconv.Itoa(i))
+		}
+		if cp != nil {
+			cp[i] = c
+		}
+	}
+	w.out = append(w.out, ']')
+	if !w.copying {
+		return a, nil
+	}
+	return cp, nil
+}
+
+func (w *valueWriter) object(m map[string]any, depth int) (any, *Error) {
+	if depth+1 > w.maxDepth {
+		return nil, w.fail(ErrDepth, "more than "+strconv.Itoa(w.maxDepth)+" nested containers")
+	}
+	base := len(w.members)
+	cp, err := w.writeMembers(m, depth, base)
+	clear(w.members[base:])
+	w.members = w.members[:base]
+	return cp, err
+}
+
+// writeMembers writes the members of m, collected on the stack above base.
+func (w *valueWriter) writeMembers(m map[string]any, depth, base int) (any, *Error) {
+	for k, e := range m {
+		if !utf8.ValidString(k) {
+			return nil, w.fail(ErrInvalidUTF8, "member name")
+		}
+		w.members = append(w.members, pair{k, e})
+	}
+	ms := w.members[base:]
+	if len(ms) <= 12 {
+		// Insertion sort: the small objects that dominate real documents
+		// sort faster this way than through a sort function.
+		for i := 1; i < len(ms); i++ {
+			for j := i; j > 0 && compareUTF16(ms[j-1].name, ms[j].name) > 0; j-- {
+				ms[j-1], ms[j] = ms[j], ms[j-1]
+			}
+		}
+	} else {
+		slices.SortFunc(ms, func(a, b pair) int { return compareUTF16(a.name, b.name) })
+	}
+	var cp map[string]any
+	if w.copying {
+		cp = make(map[string]any, len(ms))
+	}
+	w.out = append(w.out, '{')
+	for i := range ms {
+		// Nested maps push above base and truncate back to their own base,
+		// but may move the backing array: index w.members.
+		p := w.members[base+i]
+		if i > 0 {
+			w.out = append(w.out, ',')
+		}
+		w.out = appendString(w.out, p.name)
+		w.out = append(w.out, ':')
+		c, err := w.value(p.value, depth+1)
+		if err != nil {
+			return nil, err.within(p.name)
+		}
+		if cp != nil {
+			cp[p.name] = c
+		}
+	}
+	w.out = append(w.out, '}')
+	if !w.copying {
+		return m, nil
+	}
+	return cp, nil
+}
+
+// isShortInteger reports an integer literal of at most 15 digits in JSON
+// grammar other than "-0": its canonical form is itself.
+func isShortInteger(n json.Number) bool {
+	s := string(n)
+	if len(s) > 0 && s[0] == '-' {
+		s = s[1:]
+	}
+	if len(s) == 0 || len(s) > 15 || (s[0] == '0' && len(n) > 1) {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 func (w *valueWriter) float(f float64) *Error {
