@@ -93,6 +93,8 @@ func ValidateSemantic(env map[string]any, opts SemanticOptions) []Issue {
 			problem = "missing"
 		case !isStr:
 			problem = pyRepr(v) + " is not a string"
+		case wellFormedAgentID(s):
+			// parseAgentID would accept it; skip its message building.
 		default:
 			_, problem = parseAgentID(s)
 		}
@@ -223,22 +225,15 @@ func checkEnvelopeCapabilities(l *issueList, env map[string]any, intent string) 
 	if intent != string(IntentRequest) {
 		return
 	}
-	var dups []string
-	seen := make(map[string]bool, len(arr))
-	for _, item := range arr {
-		if s, ok := item.(string); ok {
-			if seen[s] && !slices.Contains(dups, s) {
-				dups = append(dups, s)
-			}
-			seen[s] = true
-		}
-	}
-	if len(dups) > 0 {
+	if dups := duplicateStrings(arr); len(dups) > 0 {
 		l.err(IssueDuplicateCapabilities, "/capabilities", fmt.Sprintf("capabilities contains duplicate entries: %s", pyRepr(dups)))
 	}
 	for i, item := range arr {
-		p := fmt.Sprintf("/capabilities/%d", i)
 		s, ok := item.(string)
+		if ok && plainConcreteCapability(s) {
+			continue // ValidateCapability accepts it and it is no wildcard
+		}
+		p := fmt.Sprintf("/capabilities/%d", i)
 		if !ok {
 			l.err(IssueInvalidCapabilityFormat, p, fmt.Sprintf("capability %s is not a string", pyRepr(truncateAny(item))))
 			continue
@@ -255,6 +250,151 @@ func checkEnvelopeCapabilities(l *issueList, env map[string]any, intent string) 
 			l.err(IssueInvalidCapabilityFormat, p, fmt.Sprintf("invalid capability format: capability %s is a wildcard; a request names concrete capabilities", pyRepr(s)))
 		}
 	}
+}
+
+// parseTimestamp is ParseTimestamp with a shortcut for well-formed
+// timestamps: exactly YYYY-MM-DDTHH:MM:SS.mmmZ with every field in range
+// (the checks time.Parse makes) is converted directly; anything else, and
+// every error, comes from ParseTimestamp.
+func parseTimestamp(s string) (time.Time, error) {
+	const layout = "dddd-dd-ddTdd:dd:dd.dddZ"
+	if len(s) != len(layout) {
+		return ParseTimestamp(s)
+	}
+	for i := 0; i < len(layout); i++ {
+		if c := s[i]; layout[i] == 'd' && (c < '0' || c > '9') || layout[i] != 'd' && c != layout[i] {
+			return ParseTimestamp(s)
+		}
+	}
+	num := func(from, to int) int {
+		n := 0
+		for _, c := range []byte(s[from:to]) {
+			n = n*10 + int(c-'0')
+		}
+		return n
+	}
+	year, month, day := num(0, 4), num(5, 7), num(8, 10)
+	hour, minute, sec, ms := num(11, 13), num(14, 16), num(17, 19), num(20, 23)
+	if month < 1 || month > 12 || day < 1 || day > daysIn(time.Month(month), year) ||
+		hour > 23 || minute > 59 || sec > 59 {
+		return ParseTimestamp(s)
+	}
+	return time.Date(year, time.Month(month), day, hour, minute, sec, ms*int(time.Millisecond), time.UTC), nil
+}
+
+// daysIn is the length of month in year (proleptic Gregorian, as time.Parse
+// checks it).
+func daysIn(m time.Month, year int) int {
+	if m == time.February {
+		if year%4 == 0 && (year%100 != 0 || year%400 == 0) {
+			return 29
+		}
+		return 28
+	}
+	return time.Date(year, m+1, 0, 0, 0, 0, 0, time.UTC).Day()
+}
+
+// duplicateStrings returns the strings of arr that occur more than once,
+// each once, in the order of their second occurrence.
+func duplicateStrings(arr []any) []string {
+	var dups []string
+	if len(arr) <= 16 {
+		for i, item := range arr {
+			s, ok := item.(string)
+			if !ok {
+				continue
+			}
+			for _, prev := range arr[:i] {
+				if p, ok := prev.(string); ok && p == s {
+					if !slices.Contains(dups, s) {
+						dups = append(dups, s)
+					}
+					break
+				}
+			}
+		}
+		return dups
+	}
+	seen := make(map[string]bool, len(arr))
+	for _, item := range arr {
+		if s, ok := item.(string); ok {
+			if seen[s] && !slices.Contains(dups, s) {
+				dups = append(dups, s)
+			}
+			seen[s] = true
+		}
+	}
+	return dups
+}
+
+// wellFormedAgentID reports, without building any message, that
+// parseAgentID accepts s: "agent:", at least two dot-separated segments of
+// ASCII letters, digits and inner hyphens, and optionally '/' and a
+// resource of letters, digits, '-' and '_' starting with a letter or
+// digit, at most MaxAgentIDLength characters. False means "ask
+// parseAgentID".
+func wellFormedAgentID(s string) bool {
+	if len(s) > MaxAgentIDLength || !strings.HasPrefix(s, AgentIDPrefix) {
+		return false
+	}
+	path, resource, hasResource := strings.Cut(s[len(AgentIDPrefix):], "/")
+	if hasResource {
+		if resource == "" || !isAlnum(resource[0]) {
+			return false
+		}
+		for i := 1; i < len(resource); i++ {
+			if c := resource[i]; !isAlnum(c) && c != '-' && c != '_' {
+				return false
+			}
+		}
+	}
+	segments := 0
+	for {
+		seg, rest, more := strings.Cut(path, ".")
+		if seg == "" || seg[0] == '-' || seg[len(seg)-1] == '-' {
+			return false
+		}
+		for i := 0; i < len(seg); i++ {
+			if c := seg[i]; !isAlnum(c) && c != '-' {
+				return false
+			}
+		}
+		segments++
+		if !more {
+			break
+		}
+		path = rest
+	}
+	return segments >= 2
+}
+
+// plainConcreteCapability reports, without building any message, that
+// ValidateCapability accepts c and that c is no wildcard: two or more
+// dot-separated segments of ASCII letters and digits, at most
+// MaxCapabilityLength bytes, outside the reserved namespace (whose rules
+// ValidateCapability applies). False means "ask ValidateCapability".
+func plainConcreteCapability(c string) bool {
+	if c == "" || len(c) > MaxCapabilityLength || strings.HasPrefix(c, ReservedCapabilityPrefix) {
+		return false
+	}
+	segments := 0
+	for {
+		seg, rest, more := strings.Cut(c, ".")
+		if seg == "" {
+			return false
+		}
+		for i := 0; i < len(seg); i++ {
+			if !isAlnum(seg[i]) {
+				return false
+			}
+		}
+		segments++
+		if !more {
+			break
+		}
+		c = rest
+	}
+	return segments >= 2
 }
 
 func checkErrorPayload(l *issueList, env map[string]any) {
@@ -281,12 +421,12 @@ func timestampMember(env map[string]any, name string) (time.Time, error) {
 	if !ok {
 		return time.Time{}, fmt.Errorf("%w: %s is missing or not a string", ErrInvalidTimestamp, name)
 	}
-	return ParseTimestamp(s)
+	return parseTimestamp(s)
 }
 
 func checkAfterTS(l *issueList, code, pointer, name string, v any, ts time.Time, tsErr error, rawTS any) {
 	s, _ := v.(string)
-	t, err := ParseTimestamp(s)
+	t, err := parseTimestamp(s)
 	switch {
 	case err != nil:
 		l.err(code, pointer, fmt.Sprintf("%s %s is not a valid timestamp, so it cannot be checked against ts", name, pyRepr(truncateAny(v))))

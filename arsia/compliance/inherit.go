@@ -47,17 +47,10 @@ func complianceOf(env map[string]any) (comp map[string]any, ok bool, err error) 
 // fails: an unknown profile is reported through known and a warning.
 func resolve(comp map[string]any, reg *Registry) *resolution {
 	r := &resolution{raw: comp}
-	fallback, _ := reg.Get(DefaultProfile)
-	r.profile = fallback
-	if v := comp[fieldProfile]; v != nil {
-		r.declared = true
-		r.declaredStr, _ = v.(string)
-		if p, ok := reg.Get(r.declaredStr); ok && r.declaredStr != "" {
-			r.known, r.profile = true, p
-		} else {
-			r.warnings = append(r.warnings, fmt.Sprintf(
-				"unknown compliance profile %s — falling back to %s", render(v), DefaultProfile))
-		}
+	r.profile, r.declared, r.known, r.declaredStr = governingProfile(comp, reg)
+	if r.declared && !r.known {
+		r.warnings = append(r.warnings, fmt.Sprintf(
+			"unknown compliance profile %s — falling back to %s", render(comp[fieldProfile]), DefaultProfile))
 	}
 
 	eff := copyObject(comp)
@@ -90,6 +83,34 @@ func resolve(comp map[string]any, reg *Registry) *resolution {
 	}
 	r.effective = eff
 	return r
+}
+
+// governingProfile is the profile part of resolve: the declared profile
+// when the registry knows it, else the fallback.
+func governingProfile(comp map[string]any, reg *Registry) (p *Profile, declared, known bool, declaredStr string) {
+	p, _ = reg.Get(DefaultProfile)
+	if v := comp[fieldProfile]; v != nil {
+		declared = true
+		declaredStr, _ = v.(string)
+		if dp, ok := reg.Get(declaredStr); ok && declaredStr != "" {
+			known, p = true, dp
+		}
+	}
+	return p, declared, known, declaredStr
+}
+
+// effectiveValue is resolve(comp, ...).effective[k] for the members that
+// resolve does not rewrite after inheritance (all but retention_days and
+// audit_required), read without copying anything. The result must not be
+// modified.
+func effectiveValue(comp map[string]any, p *Profile, k string) any {
+	if v := comp[k]; v != nil {
+		return v
+	}
+	if def, ok := p.Defaults.inheritedValue(k); ok {
+		return def
+	}
+	return nil
 }
 
 // Apply performs sender-side field inheritance (Core §4.3.7) and returns a

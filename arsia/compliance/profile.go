@@ -170,6 +170,31 @@ type Defaults struct {
 
 // inheritable returns the profile's non-null defaults as compliance-field
 // values, keyed by field name. The caller owns the result.
+// inheritedValue is inheritable()[k] without building the map or copying
+// the value; the result must not be modified.
+func (d *Defaults) inheritedValue(k string) (any, bool) {
+	if !slices.Contains(d.present, k) {
+		return nil, false
+	}
+	switch k {
+	case fieldAuditRequired:
+		return d.AuditRequired, true
+	case fieldRetentionDays:
+		return *d.RetentionDays, true
+	case fieldHumanOversight:
+		return string(d.HumanOversight), true
+	case fieldExplainability:
+		return d.ExplainabilityRequired, true
+	case fieldPIIInvolved:
+		return d.PIIInvolved, true
+	case fieldLegalBasis:
+		return string(d.LegalBasis), true
+	case fieldDataResidency:
+		return d.DataResidency, true
+	}
+	return d.Extra[k], true
+}
+
 func (d *Defaults) inheritable() map[string]any {
 	out := make(map[string]any, len(d.present))
 	for _, k := range d.present {

@@ -76,19 +76,22 @@ func Validate(env map[string]any, reg *Registry, opts Options) []Violation {
 	if !present {
 		return nil
 	}
-	r := resolve(comp, reg)
-	eff := r.effective
+	// Only members that inheritance fills in but never rewrites are read
+	// from the effective compliance, so look them up in place instead of
+	// building it (see resolve).
+	profile, declared, known, _ := governingProfile(comp, reg)
+	eff := func(k string) any { return effectiveValue(comp, profile, k) }
 	var out []Violation
 	add := func(rule, code, format string, args ...any) {
 		out = append(out, Violation{Rule: rule, Code: code, Message: rule + ": " + fmt.Sprintf(format, args...)})
 	}
 
-	if r.declared && !r.known && opts.Strict {
+	if declared && !known && opts.Strict {
 		add("R1", CodeUnknownProfile, "unknown compliance profile %s", render(comp[fieldProfile]))
 	}
 
-	if isTrue(eff[fieldPIIInvolved]) {
-		switch lb := eff[fieldLegalBasis]; {
+	if isTrue(eff(fieldPIIInvolved)) {
+		switch lb := eff(fieldLegalBasis); {
 		case lb == nil || lb == "":
 			add("R2", CodeMissingLegalBasis,
 				"compliance.legal_basis is required when pii_involved=true (GDPR Art. 6)")
@@ -98,10 +101,10 @@ func Validate(env map[string]any, reg *Registry, opts Options) []Violation {
 		}
 	}
 
-	cls, hasCls := eff[fieldClassification].(string)
+	cls, hasCls := eff(fieldClassification).(string)
 	atLeastHigh := hasCls && Classification(cls).Rank() >= HighRisk.Rank()
 	if atLeastHigh {
-		switch ho := eff[fieldHumanOversight]; {
+		switch ho := eff(fieldHumanOversight); {
 		case ho == nil:
 			add("R3", CodeMissingHumanOversight,
 				"compliance.human_oversight is required when ai_system_classification=%s", render(cls))
@@ -109,22 +112,22 @@ func Validate(env map[string]any, reg *Registry, opts Options) []Violation {
 			add("R3", CodeMissingHumanOversight,
 				"compliance.human_oversight %s is not a known mode (ai_system_classification=%s)", render(ho), render(cls))
 		}
-		if intent, _ := env["intent"].(string); intent != "error" && intent != "event" && !r.known {
+		if intent, _ := env["intent"].(string); intent != "error" && intent != "event" && !known {
 			add("R7", CodeMissingProfile,
 				"compliance profile required when ai_system_classification=%s (Identity §4.2)", render(cls))
 		}
 	}
 
-	if floor, ok := RetentionFloor(r.profile.Name); ok {
+	if floor, ok := RetentionFloor(profile.Name); ok {
 		if v := comp[fieldRetentionDays]; v != nil {
 			if n, isNum := number(v); !isNum || n < float64(floor) {
 				add("R4", CodeInsufficientRetention,
-					"%s requires retention_days >= %d, got %s", r.profile.Name, floor, render(v))
+					"%s requires retention_days >= %d, got %s", profile.Name, floor, render(v))
 			}
 		}
 	}
 
-	if v := eff[fieldDataResidency]; v != nil {
+	if v := eff(fieldDataResidency); v != nil {
 		if s, ok := v.(string); !ok || !validResidency(s) {
 			add("R5", CodeInvalidDataResidency,
 				"compliance.data_residency %s must be an ISO 3166-1 alpha-2 code or supranational zone (^[A-Z]{2}$, e.g. 'EU')", render(v))
@@ -132,7 +135,7 @@ func Validate(env map[string]any, reg *Registry, opts Options) []Violation {
 	}
 
 	if agent := opts.IdentityClassification; agent != "" {
-		if v := eff[fieldClassification]; v != nil {
+		if v := eff(fieldClassification); v != nil {
 			msg, _ := v.(string)
 			switch {
 			case !Classification(msg).Valid():

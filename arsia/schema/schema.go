@@ -73,6 +73,10 @@ func (e Error) String() string {
 // for an unknown ref (ErrUnknownSchema), a schema that does not compile,
 // or ErrInternal; the instance is then not known to be valid.
 func Validate(instance any, ref string) ([]Error, error) {
+	// The envelope fast path: see ValidateEnvelope.
+	if ref == EnvelopeSchema && fastPathEnabled() && fastEnvelopeValid(instance) {
+		return nil, nil
+	}
 	r, err := defaultRegistry()
 	if err != nil {
 		return nil, fmt.Errorf("arsia/schema: loading embedded schemas: %w", err)
@@ -83,6 +87,11 @@ func Validate(instance any, ref string) ([]Error, error) {
 // ValidateEnvelope checks an envelope against EnvelopeSchema. It fails
 // closed: should the embedded schema ever be unusable, it reports that as
 // an error at the root rather than nothing.
+//
+// Common envelopes are decided by a hand-written check of the schema that
+// only ever answers "valid" when the full validator would report nothing
+// (see fastpath.go); everything else, and every error message, comes from
+// the full validator.
 func ValidateEnvelope(instance any) []Error {
 	errs, err := Validate(instance, EnvelopeSchema)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/custos-runtime/custos/jcs"
 )
@@ -28,18 +29,46 @@ func SigningInput(env map[string]any) ([]byte, error) {
 	if env == nil {
 		return nil, fmt.Errorf("%w: nil envelope", ErrMalformed)
 	}
+	b, _, err := signingInputCopy(nil, env, false)
+	return b, err
+}
+
+// signingInputCopy appends SigningInput(env) to dst and, when copying,
+// returns a deep copy of all of env (security included) made in the same
+// walk, so that what was hashed is exactly what the caller gets back.
+func signingInputCopy(dst []byte, env map[string]any, copying bool) ([]byte, map[string]any, error) {
 	unsigned := make(map[string]any, len(env))
 	for k, v := range env {
 		if k != "security" {
 			unsigned[k] = v
 		}
 	}
-	b, err := jcs.CanonicalizeValue(unsigned)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrMalformed, err)
+	var b []byte
+	var c any
+	var err error
+	if copying {
+		b, c, err = (*jcs.Options)(nil).AppendValueCopy(dst, unsigned)
+	} else {
+		b, err = (*jcs.Options)(nil).AppendValue(dst, unsigned)
 	}
-	return b, nil
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", ErrMalformed, err)
+	}
+	if !copying {
+		return b, nil, nil
+	}
+	cp := c.(map[string]any)
+	if sec, ok := env["security"]; ok {
+		if cp["security"], err = deepCopy(sec); err != nil {
+			return nil, nil, err
+		}
+	}
+	return b, cp, nil
 }
+
+// inputBuffers recycles the buffers Verify canonicalizes into; the signing
+// input never outlives the call.
+var inputBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
 
 // Sign returns a copy of env signed by key under kid: security becomes
 // {alg, kid, sig} with the signature over SigningInput(env) in unpadded
@@ -56,11 +85,10 @@ func Sign(env map[string]any, key Signer, kid string) (map[string]any, error) {
 	if err := checkKidPrefix(env, kid); err != nil {
 		return nil, err
 	}
-	c, err := deepCopy(env)
+	input, out, err := signingInputCopy(nil, env, true)
 	if err != nil {
 		return nil, err
 	}
-	out := c.(map[string]any)
 	sec := map[string]any{}
 	if old, present := out["security"]; present {
 		oldSec, ok := old.(map[string]any)
@@ -72,10 +100,6 @@ func Sign(env map[string]any, key Signer, kid string) (map[string]any, error) {
 				sec[k] = v
 			}
 		}
-	}
-	input, err := SigningInput(out)
-	if err != nil {
-		return nil, err
 	}
 	raw, err := key.SignMessage(input)
 	if err != nil {

@@ -29,7 +29,7 @@ func DecodeEnvelope(data []byte) (map[string]any, error) {
 	if len(data) > MaxEnvelopeBytes {
 		return nil, fmt.Errorf("%w: envelope larger than %d bytes", ErrMalformed, MaxEnvelopeBytes)
 	}
-	v, err := (&jcs.Options{MaxSize: MaxEnvelopeBytes}).Decode(data)
+	v, err := decodeOptions.Decode(data)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrMalformed, err)
 	}
@@ -39,6 +39,24 @@ func DecodeEnvelope(data []byte) (map[string]any, error) {
 	}
 	return env, nil
 }
+
+// decodeOptions decodes envelopes strictly, sharing the member names and
+// values ARSIA envelopes repeat instead of allocating them for every message.
+var decodeOptions = &jcs.Options{MaxSize: MaxEnvelopeBytes, Strings: jcs.NewStringTable(
+	"v", "id", "ts", "from", "to", "intent", "correlation_id", "expires_at", "min_v",
+	"capabilities", "idempotency", "context", "security", "compliance", "payload",
+	"type", "version", "args", "result", "data", "explanation", "error", "code",
+	"description", "details", "alg", "kid", "sig", "encrypted", "enc_alg", "enc_method",
+	"key", "trace_id", "span_id", "flags", "locale", "priority", "profile",
+	"data_residency", "audit_required", "retention_days", "human_oversight",
+	"explainability_required", "pii_involved", "legal_basis", "ai_system_classification",
+	"1.0", "request", "response", "event", "error", "pending_approval", "approval_decision",
+	"EdDSA", "ES256", "RS256", "ECDH-ES", "A256GCM", "EU", "contract", "consent",
+	"legal_obligation", "legitimate_interests", "not_required", "required_before_execution",
+	"required_within_24h", "required_post_execution", "minimal-risk", "limited-risk",
+	"high-risk", "GDPR-STANDARD", "EU-AI-ACT-HIGH-RISK", "EU-AI-ACT-LIMITED-RISK",
+	"MIFID-II", "DORA", "DSA-VLOP", "PAC-AGRICULTURE",
+)}
 
 // VerifyOptions is the verifier's policy.
 type VerifyOptions struct {
@@ -163,11 +181,21 @@ func Verify(ctx context.Context, env map[string]any, keys KeySource, opts Verify
 	if env == nil {
 		return nil, fmt.Errorf("%w: nil envelope", ErrMalformed)
 	}
-	c, err := deepCopy(env)
+	// Canonicalize and take a private copy in one walk, so that what is
+	// verified is what the caller gets back, whatever happens to env
+	// afterwards. The signing input lives in a pooled buffer: it does not
+	// outlive this call and verifyRaw keeps nothing.
+	buf := inputBuffers.Get().(*[]byte)
+	defer func() {
+		if cap(*buf) <= 1<<20 {
+			inputBuffers.Put(buf)
+		}
+	}()
+	input, env, err := signingInputCopy((*buf)[:0], env, true)
 	if err != nil {
 		return nil, err
 	}
-	env = c.(map[string]any)
+	*buf = input
 	sec, err := parseSecurity(env)
 	if err != nil {
 		return nil, err
@@ -184,12 +212,6 @@ func Verify(ctx context.Context, env map[string]any, keys KeySource, opts Verify
 	}
 	if n := fixedSigLen(sec.alg); n != 0 && len(sigBytes) != n {
 		return nil, fmt.Errorf("%w: %s signature of %d bytes, want %d", ErrMalformed, sec.alg, len(sigBytes), n)
-	}
-	// Canonicalize before resolving the key, so that junk never costs a
-	// JWKS fetch.
-	input, err := SigningInput(env)
-	if err != nil {
-		return nil, err
 	}
 	jwk, err := resolve(ctx, keys, sec.kid)
 	if err != nil {
