@@ -2,11 +2,10 @@ package arsia
 
 import (
 	"encoding/json"
+	"github.com/custos-runtime/custos/internal/pyrepr"
 	"math"
 	"slices"
 	"strconv"
-	"strings"
-	"unicode"
 	"unicode/utf8"
 )
 
@@ -102,174 +101,7 @@ func arrayOf(v any) ([]any, bool) {
 
 // pyRepr renders v the way Python's repr renders the decoded JSON value, so
 // that messages read like the reference SDK's ('x', True, None, [1, 2]).
-func pyRepr(v any) string {
-	var b strings.Builder
-	writeRepr(&b, v, 0)
-	return b.String()
-}
-
-func writeRepr(b *strings.Builder, v any, depth int) {
-	if depth > 32 {
-		b.WriteString("...")
-		return
-	}
-	switch x := v.(type) {
-	case nil:
-		b.WriteString("None")
-	case bool:
-		if x {
-			b.WriteString("True")
-		} else {
-			b.WriteString("False")
-		}
-	case string:
-		writeStrRepr(b, x)
-	case json.Number:
-		if strings.ContainsAny(string(x), ".eE") {
-			if f, ok := numberOf(x); ok {
-				b.WriteString(pyFloat(f))
-				return
-			}
-		}
-		b.WriteString(string(x))
-	case float64:
-		b.WriteString(pyFloat(x))
-	case float32:
-		b.WriteString(pyFloat(float64(x)))
-	case []any:
-		b.WriteByte('[')
-		for i, e := range x {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			writeRepr(b, e, depth+1)
-		}
-		b.WriteByte(']')
-	case []string:
-		b.WriteByte('[')
-		for i, e := range x {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			writeStrRepr(b, e)
-		}
-		b.WriteByte(']')
-	case map[string]any:
-		keys := make([]string, 0, len(x))
-		for k := range x {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		b.WriteByte('{')
-		for i, k := range keys {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			writeStrRepr(b, k)
-			b.WriteString(": ")
-			writeRepr(b, x[k], depth+1)
-		}
-		b.WriteByte('}')
-	default:
-		if f, ok := numberOf(v); ok {
-			if f == math.Trunc(f) && math.Abs(f) < 1<<63 {
-				b.WriteString(strconv.FormatInt(int64(f), 10))
-			} else {
-				b.WriteString(pyFloat(f))
-			}
-			return
-		}
-		b.WriteString("<?>")
-	}
-}
-
-// pyFloat formats f as Python's repr(float): shortest round-trip digits,
-// fixed notation with a ".0" for exponents in [-4, 16), else 1e+16 style.
-func pyFloat(f float64) string {
-	switch {
-	case math.IsNaN(f):
-		return "nan"
-	case math.IsInf(f, 1):
-		return "inf"
-	case math.IsInf(f, -1):
-		return "-inf"
-	}
-	e := strconv.FormatFloat(f, 'e', -1, 64) // d.ddde±XX
-	mant, expStr, _ := strings.Cut(e, "e")
-	exp, _ := strconv.Atoi(expStr)
-	if exp < -4 || exp >= 16 {
-		sign := "+"
-		if exp < 0 {
-			sign, exp = "-", -exp
-		}
-		es := strconv.Itoa(exp)
-		if len(es) < 2 {
-			es = "0" + es
-		}
-		return mant + "e" + sign + es
-	}
-	s := strconv.FormatFloat(f, 'f', -1, 64)
-	if !strings.ContainsAny(s, ".") {
-		s += ".0"
-	}
-	return s
-}
-
-func writeStrRepr(b *strings.Builder, s string) {
-	quote := byte('\'')
-	if strings.IndexByte(s, '\'') >= 0 && strings.IndexByte(s, '"') < 0 {
-		quote = '"'
-	}
-	b.WriteByte(quote)
-	for i := 0; i < len(s); {
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b.WriteString(`\x`)
-			b.WriteString(hex2(s[i]))
-			i++
-			continue
-		}
-		i += size
-		switch {
-		case r == '\\':
-			b.WriteString(`\\`)
-		case r == rune(quote):
-			b.WriteByte('\\')
-			b.WriteByte(quote)
-		case r == '\n':
-			b.WriteString(`\n`)
-		case r == '\r':
-			b.WriteString(`\r`)
-		case r == '\t':
-			b.WriteString(`\t`)
-		case r < 0x20 || r == 0x7f:
-			b.WriteString(`\x`)
-			b.WriteString(hex2(byte(r)))
-		case r < 0x80 || unicode.IsPrint(r):
-			b.WriteRune(r)
-		case r <= 0xff:
-			b.WriteString(`\x`)
-			b.WriteString(hex2(byte(r)))
-		case r <= 0xffff:
-			b.WriteString(`\u`)
-			b.WriteString(hexN(uint32(r), 4))
-		default:
-			b.WriteString(`\U`)
-			b.WriteString(hexN(uint32(r), 8))
-		}
-	}
-	b.WriteByte(quote)
-}
-
-func hex2(c byte) string { return hexN(uint32(c), 2) }
-
-func hexN(v uint32, n int) string {
-	s := strconv.FormatUint(uint64(v), 16)
-	for len(s) < n {
-		s = "0" + s
-	}
-	return s
-}
+func pyRepr(v any) string { return pyrepr.Repr(v) }
 
 // truncateForMessage keeps messages about hostile input short.
 func truncateForMessage(s string) string {

@@ -3,8 +3,8 @@ package auth
 import (
 	"errors"
 	"fmt"
+	"github.com/custos-runtime/custos/internal/pyrepr"
 	"strings"
-	"unicode"
 
 	"github.com/custos-runtime/custos/arsia"
 )
@@ -217,47 +217,4 @@ const maxQuoted = 200
 // pyRepr quotes s as Python's repr does for str, which is the form the
 // conformance suites search for ('jti', missing=['notes.write']). Values
 // longer than maxQuoted runes are cut and marked with "...".
-func pyRepr(s string) string {
-	q := '\''
-	if strings.ContainsRune(s, '\'') && !strings.ContainsRune(s, '"') {
-		q = '"'
-	}
-	var b strings.Builder
-	b.WriteRune(q)
-	n := 0
-	for _, r := range s {
-		if n == maxQuoted {
-			b.WriteString("...")
-			break
-		}
-		n++
-		switch {
-		case r == '\\':
-			b.WriteString(`\\`)
-		case r == q:
-			b.WriteRune('\\')
-			b.WriteRune(q)
-		case r == '\n':
-			b.WriteString(`\n`)
-		case r == '\r':
-			b.WriteString(`\r`)
-		case r == '\t':
-			b.WriteString(`\t`)
-		case r < 0x20 || r == 0x7f:
-			fmt.Fprintf(&b, `\x%02x`, r)
-		case !unicode.IsPrint(r) && r != ' ':
-			switch {
-			case r <= 0xff:
-				fmt.Fprintf(&b, `\x%02x`, r)
-			case r <= 0xffff:
-				fmt.Fprintf(&b, `\u%04x`, r)
-			default:
-				fmt.Fprintf(&b, `\U%08x`, r)
-			}
-		default:
-			b.WriteRune(r)
-		}
-	}
-	b.WriteRune(q)
-	return b.String()
-}
+func pyRepr(s string) string { return pyrepr.Clipped(s, maxQuoted) }

@@ -2,6 +2,7 @@ package schema
 
 import (
 	"fmt"
+	"github.com/custos-runtime/custos/internal/pyrepr"
 	"slices"
 	"strconv"
 	"strings"
@@ -69,7 +70,7 @@ func (f *flattener) walk(e *jsonschema.ValidationError, root any, at []string) {
 // leaf renders one failure of instance value inst at path.
 func (f *flattener) leaf(e *jsonschema.ValidationError, path []string, inst any) {
 	loc := e.SchemaURL
-	repr := pyRepr(inst)
+	repr := pyrepr.Repr(inst)
 	switch k := e.ErrorKind.(type) {
 	case *kind.Type:
 		types := k.Want
@@ -86,17 +87,17 @@ func (f *flattener) leaf(e *jsonschema.ValidationError, path []string, inst any)
 		}
 		quoted := make([]string, len(types))
 		for i, t := range types {
-			quoted[i] = pyString(t)
+			quoted[i] = pyrepr.String(t)
 		}
 		f.addText(path, "type", repr+" is not of type "+strings.Join(quoted, ", "), map[string]any{"expected": types})
 	case *kind.Enum:
-		f.addText(path, "enum", repr+" is not one of "+pyRepr(f.schemaValueOr(loc, "enum", k.Want)),
+		f.addText(path, "enum", repr+" is not one of "+pyrepr.Repr(f.schemaValueOr(loc, "enum", k.Want)),
 			map[string]any{"allowed": k.Want})
 	case *kind.Const:
-		f.addText(path, "const", pyRepr(f.schemaValueOr(loc, "const", k.Want))+" was expected",
+		f.addText(path, "const", pyrepr.Repr(f.schemaValueOr(loc, "const", k.Want))+" was expected",
 			map[string]any{"expected": k.Want})
 	case *kind.Format:
-		f.addText(path, "format", repr+" is not a "+pyString(k.Want), map[string]any{"format": k.Want})
+		f.addText(path, "format", repr+" is not a "+pyrepr.String(k.Want), map[string]any{"format": k.Want})
 	case *kind.MinProperties:
 		f.add(path, "minProperties", sizeWord(k.Want == 1, "should be non-empty", "does not have enough properties"), limit(k.Want), inst)
 	case *kind.MaxProperties:
@@ -116,22 +117,22 @@ func (f *flattener) leaf(e *jsonschema.ValidationError, path []string, inst any)
 		}
 		reprs := make([]string, len(extra))
 		for i, x := range extra {
-			reprs[i] = pyRepr(x)
+			reprs[i] = pyrepr.Repr(x)
 		}
 		f.addText(path, "additionalItems", fmt.Sprintf("Additional items are not allowed (%s %s unexpected)",
 			strings.Join(reprs, ", "), wasWere(len(extra))), map[string]any{"count": k.Count})
 	case *kind.Required:
 		for _, p := range k.Missing {
-			f.addText(path, "required", pyString(p)+" is a required property", map[string]any{"property": p})
+			f.addText(path, "required", pyrepr.String(p)+" is a required property", map[string]any{"property": p})
 		}
 	case *kind.DependentRequired:
 		for _, p := range k.Missing {
-			f.addText(path, "dependentRequired", pyString(p)+" is a dependency of "+pyString(k.Prop),
+			f.addText(path, "dependentRequired", pyrepr.String(p)+" is a dependency of "+pyrepr.String(k.Prop),
 				map[string]any{"property": p, "dependent": k.Prop})
 		}
 	case *kind.Dependency:
 		for _, p := range k.Missing {
-			f.addText(path, "dependencies", pyString(p)+" is a dependency of "+pyString(k.Prop),
+			f.addText(path, "dependencies", pyrepr.String(p)+" is a dependency of "+pyrepr.String(k.Prop),
 				map[string]any{"property": p, "dependent": k.Prop})
 		}
 	case *kind.AdditionalProperties:
@@ -139,15 +140,15 @@ func (f *flattener) leaf(e *jsonschema.ValidationError, path []string, inst any)
 		slices.Sort(props)
 		reprs := make([]string, len(props))
 		for i, p := range props {
-			reprs[i] = pyString(p)
+			reprs[i] = pyrepr.String(p)
 		}
 		params := map[string]any{"properties": props}
 		if pp, ok := f.r.schemaValue(loc, "patternProperties"); ok {
-			if obj, ok := pp.(*orderedObject); ok && len(obj.keys) > 0 {
-				patterns := slices.Clone(obj.keys)
+			if obj, ok := pp.(*pyrepr.Object); ok && len(obj.Keys) > 0 {
+				patterns := slices.Clone(obj.Keys)
 				slices.Sort(patterns)
 				for i, p := range patterns {
-					patterns[i] = pyString(p)
+					patterns[i] = pyrepr.String(p)
 				}
 				verb := "do"
 				if len(props) == 1 {
@@ -181,7 +182,7 @@ func (f *flattener) leaf(e *jsonschema.ValidationError, path []string, inst any)
 				return
 			}
 		}
-		f.add(path, "pattern", "does not match "+pyString(k.Want), params, inst)
+		f.add(path, "pattern", "does not match "+pyrepr.String(k.Want), params, inst)
 	case *kind.Minimum:
 		f.bound(path, "minimum", "is less than the minimum of", loc, k.Want.RatString(), inst)
 	case *kind.Maximum:
@@ -193,7 +194,7 @@ func (f *flattener) leaf(e *jsonschema.ValidationError, path []string, inst any)
 	case *kind.MultipleOf:
 		f.bound(path, "multipleOf", "is not a multiple of", loc, k.Want.RatString(), inst)
 	case *kind.Not:
-		f.add(path, "not", "should not be valid under "+pyRepr(f.schemaValueOr(loc, "not", true)), nil, inst)
+		f.add(path, "not", "should not be valid under "+pyrepr.Repr(f.schemaValueOr(loc, "not", true)), nil, inst)
 	case *kind.AnyOf:
 		f.add(path, "anyOf", "is not valid under any of the given schemas", nil, inst)
 	case *kind.OneOf:
@@ -205,7 +206,7 @@ func (f *flattener) leaf(e *jsonschema.ValidationError, path []string, inst any)
 		order := append(slices.Clone(k.Subschemas[1:]), k.Subschemas[0])
 		reprs := make([]string, len(order))
 		for i, idx := range order {
-			reprs[i] = pyRepr(f.schemaValueOr(loc, "", true, "oneOf", strconv.Itoa(idx)))
+			reprs[i] = pyrepr.Repr(f.schemaValueOr(loc, "", true, "oneOf", strconv.Itoa(idx)))
 		}
 		f.add(path, "oneOf", "is valid under each of "+strings.Join(reprs, ", "),
 			map[string]any{"matched": slices.Clone(k.Subschemas)}, inst)
@@ -230,7 +231,7 @@ func (f *flattener) bound(path []string, keyword, text, loc, fallback string, in
 	lim := f.schemaValueOr(loc, keyword, nil)
 	shown := fallback
 	if lim != nil {
-		shown = pyRepr(lim)
+		shown = pyrepr.Repr(lim)
 	}
 	f.add(path, keyword, text+" "+shown, map[string]any{"limit": lim}, inst)
 }
@@ -250,7 +251,7 @@ func (f *flattener) schemaValueOr(loc, keyword string, def any, more ...string) 
 
 // add records "<repr(inst)> <text>".
 func (f *flattener) add(path []string, keyword, text string, params map[string]any, inst any) {
-	f.addText(path, keyword, pyRepr(inst)+" "+text, params)
+	f.addText(path, keyword, pyrepr.Repr(inst)+" "+text, params)
 }
 
 func (f *flattener) addText(path []string, keyword, msg string, params map[string]any) {

@@ -8,6 +8,7 @@ import (
 	"math/big"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
@@ -49,7 +50,7 @@ func toPyNum(v any) (pyNum, bool) {
 	switch n := v.(type) {
 	case json.Number:
 		lit := string(n)
-		if isFloatLiteral(lit) {
+		if strings.ContainsAny(lit, ".eE") {
 			f, err := strconv.ParseFloat(lit, 64)
 			if err != nil && !errors.Is(err, strconv.ErrRange) {
 				return pyNum{}, false // out of range is ±Inf or 0, as float() gives

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/custos-runtime/custos/internal/pyrepr"
 	"io"
 	"io/fs"
 	"net/url"
@@ -209,7 +210,7 @@ func (l loader) Load(rawURL string) (any, error) {
 	return doc, nil
 }
 
-// decodeOrdered decodes JSON into orderedObject, []any, json.Number,
+// decodeOrdered decodes JSON into pyrepr.Object, []any, json.Number,
 // string, bool and nil.
 func decodeOrdered(data []byte) (any, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -231,7 +232,7 @@ func decodeOrderedValue(dec *json.Decoder) (any, error) {
 	}
 	switch tok {
 	case json.Delim('{'):
-		obj := &orderedObject{}
+		obj := &pyrepr.Object{}
 		for dec.More() {
 			kt, err := dec.Token()
 			if err != nil {
@@ -242,8 +243,8 @@ func decodeOrderedValue(dec *json.Decoder) (any, error) {
 			if err != nil {
 				return nil, err
 			}
-			obj.keys = append(obj.keys, key)
-			obj.vals = append(obj.vals, val)
+			obj.Keys = append(obj.Keys, key)
+			obj.Values = append(obj.Values, val)
 		}
 		_, err := dec.Token() // '}'
 		return obj, err
@@ -273,8 +274,8 @@ func lookupPointer(v any, ptr string) (any, bool) {
 	for _, tok := range strings.Split(ptr[1:], "/") {
 		tok = unescapeToken(tok)
 		switch c := v.(type) {
-		case *orderedObject:
-			val, ok := c.get(tok)
+		case *pyrepr.Object:
+			val, ok := c.Get(tok)
 			if !ok {
 				return nil, false
 			}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/custos-runtime/custos/internal/pyrepr"
 	"io/fs"
 	"math"
 	"slices"
@@ -188,7 +189,7 @@ func nonJSON(v any, path []string, out []located) []located {
 	if bad {
 		p := slices.Clone(path)
 		out = append(out, located{
-			Error: Error{Pointer: pointer(p), Keyword: "type", Message: pyRepr(v) + " is not a JSON value"},
+			Error: Error{Pointer: pointer(p), Keyword: "type", Message: pyrepr.Repr(v) + " is not a JSON value"},
 			path:  p,
 		})
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/custos-runtime/custos/internal/pyrepr"
 	"math"
 	"slices"
 	"strings"
@@ -357,10 +358,10 @@ func TestPyRepr(t *testing.T) {
 		{42, "42"}, {int64(-7), "-7"}, {uint64(math.MaxUint64), "18446744073709551615"},
 		{[]any{}, "[]"}, {[]any{json.Number("1"), "a", nil, []any{true}}, "[1, 'a', None, [True]]"},
 		{map[string]any{}, "{}"}, {map[string]any{"b": 1, "a": []any{2.5}}, "{'a': [2.5], 'b': 1}"},
-		{&orderedObject{keys: []string{"b", "a"}, vals: []any{json.Number("1"), "x"}}, "{'b': 1, 'a': 'x'}"},
+		{&pyrepr.Object{Keys: []string{"b", "a"}, Values: []any{json.Number("1"), "x"}}, "{'b': 1, 'a': 'x'}"},
 	} {
-		if got := pyRepr(tt.v); got != tt.want {
-			t.Errorf("pyRepr(%#v) = %s, want %s", tt.v, got, tt.want)
+		if got := pyrepr.Repr(tt.v); got != tt.want {
+			t.Errorf("pyrepr.Repr(%#v) = %s, want %s", tt.v, got, tt.want)
 		}
 	}
 }

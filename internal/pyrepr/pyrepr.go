@@ -1,4 +1,9 @@
-package schema
+// Package pyrepr renders decoded JSON values the way Python's repr()
+// renders what json.loads returns. The ARSIA reference implementation is
+// written in Python and its conformance suites match error messages that
+// embed such reprs ('from', True, None, ['a', 'b'], 1.5), so every Custos
+// package that must reproduce those messages renders values here.
+package pyrepr
 
 import (
 	"encoding/json"
@@ -12,39 +17,41 @@ import (
 	"unicode/utf8"
 )
 
-// The reference validator is Python's jsonschema, whose messages embed
-// Python repr() of instances and schema values. The functions below render
-// decoded JSON the way repr() renders what json.loads returns: strings in
-// single quotes (double quotes when that avoids escaping), None/True/False,
-// ints as ints, floats in Python's shortest round-trip form, lists in
-// brackets and dicts in braces.
-
-// orderedObject is a JSON object that remembers its key order. Schema
-// values are decoded into it so that repr(schema) lists keys in file order,
-// as Python dicts do.
-type orderedObject struct {
-	keys []string
-	vals []any
+// Object is a JSON object that keeps its key order, so that its repr lists
+// keys in document order as a Python dict does. Go maps have no order;
+// Repr sorts their keys.
+type Object struct {
+	Keys   []string
+	Values []any
 }
 
-func (o *orderedObject) get(key string) (any, bool) {
-	for i, k := range o.keys {
+// Get returns the value of key.
+func (o *Object) Get(key string) (any, bool) {
+	for i, k := range o.Keys {
 		if k == key {
-			return o.vals[i], true
+			return o.Values[i], true
 		}
 	}
 	return nil, false
 }
 
-// pyRepr renders v like Python's repr(). Go maps have no order, so their
-// keys are sorted; orderedObject keeps its own order.
-func pyRepr(v any) string {
+// maxDepth bounds the nesting Repr renders; deeper values print as "...".
+const maxDepth = 32
+
+// Repr renders v like Python's repr(): None/True/False, strings quoted,
+// integers as integers of any size, floats in Python's shortest form, lists
+// in brackets and dicts in braces.
+func Repr(v any) string {
 	var sb strings.Builder
-	writeRepr(&sb, v)
+	writeRepr(&sb, v, 0)
 	return sb.String()
 }
 
-func writeRepr(sb *strings.Builder, v any) {
+func writeRepr(sb *strings.Builder, v any, depth int) {
+	if depth > maxDepth {
+		sb.WriteString("...")
+		return
+	}
 	switch v := v.(type) {
 	case nil:
 		sb.WriteString("None")
@@ -55,22 +62,31 @@ func writeRepr(sb *strings.Builder, v any) {
 			sb.WriteString("False")
 		}
 	case string:
-		sb.WriteString(pyString(v))
+		sb.WriteString(String(v))
 	case json.Number:
-		sb.WriteString(pyNumberText(string(v)))
+		sb.WriteString(Number(string(v)))
 	case float64:
-		sb.WriteString(pyFloat(v))
+		sb.WriteString(Float(v))
 	case float32:
-		sb.WriteString(pyFloat(float64(v)))
+		sb.WriteString(Float(float64(v)))
 	case int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64:
 		fmt.Fprint(sb, v)
+	case []string:
+		sb.WriteByte('[')
+		for i, e := range v {
+			if i > 0 {
+				sb.WriteString(", ")
+			}
+			sb.WriteString(String(e))
+		}
+		sb.WriteByte(']')
 	case []any:
 		sb.WriteByte('[')
 		for i, e := range v {
 			if i > 0 {
 				sb.WriteString(", ")
 			}
-			writeRepr(sb, e)
+			writeRepr(sb, e, depth+1)
 		}
 		sb.WriteByte(']')
 	case map[string]any:
@@ -84,31 +100,31 @@ func writeRepr(sb *strings.Builder, v any) {
 			if i > 0 {
 				sb.WriteString(", ")
 			}
-			sb.WriteString(pyString(k))
+			sb.WriteString(String(k))
 			sb.WriteString(": ")
-			writeRepr(sb, v[k])
+			writeRepr(sb, v[k], depth+1)
 		}
 		sb.WriteByte('}')
-	case *orderedObject:
+	case *Object:
 		sb.WriteByte('{')
-		for i, k := range v.keys {
+		for i, k := range v.Keys {
 			if i > 0 {
 				sb.WriteString(", ")
 			}
-			sb.WriteString(pyString(k))
+			sb.WriteString(String(k))
 			sb.WriteString(": ")
-			writeRepr(sb, v.vals[i])
+			writeRepr(sb, v.Values[i], depth+1)
 		}
 		sb.WriteByte('}')
 	default:
-		// Not a JSON value; Validate reports it, but a message still needs
-		// some text.
-		fmt.Fprintf(sb, "<%T %v>", v, v)
+		// Not a JSON value; a message about it still needs some text.
+		fmt.Fprintf(sb, "<%T>", v)
 	}
 }
 
-// pyString is Python's repr of a str.
-func pyString(s string) string {
+// String is Python's repr of a str: single quotes, or double quotes when
+// that avoids escaping a single quote; non-printable characters escaped.
+func String(s string) string {
 	quote := byte('\'')
 	if strings.IndexByte(s, '\'') >= 0 && strings.IndexByte(s, '"') < 0 {
 		quote = '"'
@@ -153,13 +169,26 @@ func pyString(s string) string {
 	return sb.String()
 }
 
-// pyNumberText renders a JSON number literal as Python's json module would
-// decode and repr it: literals with a fraction or exponent become floats,
-// the others ints of any size.
-func pyNumberText(lit string) string {
-	if isFloatLiteral(lit) {
+// Clipped is String for untrusted text in a message: at most max runes of
+// s are shown, ending in "..." inside the quotes when it was longer.
+func Clipped(s string, max int) string {
+	n := 0
+	for i := range s {
+		if n == max {
+			return String(s[:i] + "...")
+		}
+		n++
+	}
+	return String(s)
+}
+
+// Number renders a JSON number literal as Python's json module decodes and
+// reprs it: a literal with a fraction or exponent becomes a float, any other
+// an int of any size.
+func Number(lit string) string {
+	if strings.ContainsAny(lit, ".eE") {
 		f, _ := strconv.ParseFloat(lit, 64) // out of range gives ±Inf, as float() does
-		return pyFloat(f)
+		return Float(f)
 	}
 	if n, ok := new(big.Int).SetString(lit, 10); ok {
 		return n.String() // also turns "-0" into "0"
@@ -167,14 +196,10 @@ func pyNumberText(lit string) string {
 	return lit
 }
 
-func isFloatLiteral(lit string) bool {
-	return strings.ContainsAny(lit, ".eE")
-}
-
-// pyFloat is Python's repr of a float: the shortest digits that round-trip,
-// in positional notation when the decimal exponent is in [-4, 16) and in
-// scientific notation (two-digit exponent at least) otherwise.
-func pyFloat(f float64) string {
+// Float is Python's repr of a float: the shortest digits that round-trip,
+// positional when the decimal exponent is in [-4, 16), scientific (with at
+// least two exponent digits) otherwise.
+func Float(f float64) string {
 	switch {
 	case math.IsNaN(f):
 		return "nan"
