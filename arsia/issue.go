@@ -25,6 +25,11 @@ type Issue struct {
 	Message string
 	// Severity is SeverityError or SeverityWarning.
 	Severity Severity
+	// Keyword and Params are set for structural (L1) issues: the JSON
+	// Schema keyword that failed (required, pattern, enum, ...) and its
+	// parameters (the missing property, the pattern, the allowed values).
+	Keyword string
+	Params  map[string]any
 }
 
 // String returns "code: message".

@@ -228,3 +228,16 @@ func TestCheckIdentityConsistency(t *testing.T) {
 		}
 	}
 }
+
+func TestValidateReportsSchemaKeyword(t *testing.T) {
+	issues := Validate(map[string]any{"v": "1.0"}, ValidateOptions{})
+	var found bool
+	for _, is := range issues {
+		if is.Code == IssueSchemaViolation && is.Keyword == "required" && is.Params["property"] != nil {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("no required-keyword issue with its property among %+v", issues)
+	}
+}

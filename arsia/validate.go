@@ -55,7 +55,8 @@ func Validate(env any, opts ValidateOptions) []Issue {
 		}
 	}
 	for _, e := range schema.ValidateEnvelope(m) {
-		l.err(IssueSchemaViolation, e.Pointer, e.String())
+		l = append(l, Issue{Code: IssueSchemaViolation, Pointer: e.Pointer, Message: e.String(),
+			Severity: SeverityError, Keyword: e.Keyword, Params: e.Params})
 	}
 	if len(l) > 0 {
 		return l

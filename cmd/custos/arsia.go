@@ -292,7 +292,8 @@ fail.`,
 			}
 			var findings []finding
 			for _, is := range arsia.Validate(env, opts) {
-				findings = append(findings, finding{is.Pointer, is.Code, string(is.Severity), is.Message, string(is.Severity) + " " + is.String()})
+				findings = append(findings, finding{Pointer: is.Pointer, Code: is.Code, Severity: string(is.Severity),
+					Message: is.Message, Keyword: is.Keyword, text: string(is.Severity) + " " + is.String()})
 			}
 			return reportFindings(cmd.OutOrStdout(), name, "ARSIA envelope", findings, asJSON)
 		},

@@ -12,6 +12,7 @@ type finding struct {
 	Code     string `json:"code"`
 	Severity string `json:"severity"` // "error" or "warning"
 	Message  string `json:"message"`
+	Keyword  string `json:"keyword,omitempty"` // the JSON Schema keyword, for structural errors
 	text     string // the protocol's own one-line rendering
 }
 

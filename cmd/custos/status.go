@@ -63,7 +63,8 @@ Pointer and rule. Warnings (SHOULD-level rules) do not fail the check.`,
 			}
 			var findings []finding
 			for _, is := range asc.CheckJSON(data) {
-				findings = append(findings, finding{is.Path, is.Rule, string(is.Level), is.Message, is.String()})
+				findings = append(findings, finding{Pointer: is.Path, Code: is.Rule, Severity: string(is.Level),
+					Message: is.Message, text: is.String()})
 			}
 			return reportFindings(cmd.OutOrStdout(), name, "ASC envelope", findings, asJSON)
 		},
