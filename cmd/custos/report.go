@@ -33,6 +33,7 @@ func reportFindings(w io.Writer, name, what string, findings []finding, asJSON b
 		}{Valid: errs == 0, Issues: append([]finding{}, findings...)}
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
+		enc.SetEscapeHTML(false) // "<root>" reads better than "\u003croot\u003e"
 		if err := enc.Encode(out); err != nil {
 			return err
 		}
