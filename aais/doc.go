@@ -38,8 +38,29 @@
 // What needs state or a clock is not checked here: whether a request has
 // expired by now, whether a decision's digest matches its request (stale),
 // replays and conflicts, whether the action about to run is still the one
-// approved. OfferedChoice and ActionDigest are the pieces an authority uses
-// for those checks.
+// approved. Those are the Authority's job (below).
+//
+// # The authority
+//
+// Authority turns decisions into receipts over a Store. Decide checks, in
+// this order: an identical replay of the decision that resolved the request
+// gets the same receipt (same ids and sequence; "identical" is the JCS digest
+// of the decision body with the authenticated actor in it); any other
+// decision on a resolved request gets outcome conflict and changes nothing;
+// an unknown request is ErrUnknownRequest; then expired (the authority's
+// clock, now >= expires_at), stale (the decision's digest, or the digest of
+// the action about to run, differs from the request's), invalid (the
+// (decision, scope) pair was not offered), and finally approved, denied or
+// cancelled. Every outcome except conflict resolves the request, so a bad
+// decision fails closed and the agent must ask again. The actor comes from
+// the caller's authenticated channel when the caller passes one.
+// ExpireOverdue and CancelOwned resolve overdue requests as expired and an
+// origin's pending requests as cancelled.
+//
+// A Store persists a request before its event is visible, resolves each
+// request at most once (ResolveIfPending), and numbers its events 1, 2, 3...
+// without gaps. Package aais/aaistest is the conformance kit every store
+// runs; store/memstore is the in-memory store.
 //
 // # Time and identifiers
 //
