@@ -15,7 +15,7 @@ func newConformanceCommand() *cobra.Command {
 		Use:   "conformance",
 		Short: "Run the upstream conformance corpora against this build",
 	}
-	cmd.AddCommand(newConformanceASCCommand(), newConformanceArsiaCommand())
+	cmd.AddCommand(newConformanceASCCommand(), newConformanceArsiaCommand(), newConformanceAAISCommand())
 	return cmd
 }
 
@@ -119,5 +119,39 @@ non-zero when anything failed.`,
 		},
 	}
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "list every file with its verdict")
+	return cmd
+}
+
+func newConformanceAAISCommand() *cobra.Command {
+	var verbose bool
+	cmd := &cobra.Command{
+		Use:   "aais DIR",
+		Short: "Run the AAIS 1.0 conformance corpus against the approval authority",
+		Long: `Run the AAIS 1.0 conformance corpus in DIR (the folder holding
+conformance/cases.json, examples/ and schema/, for example
+../shared/conformance/aais): both fixtures must validate, the published action
+digest must reproduce, every lifecycle case in cases.json must end with the
+expected outcome on a fresh store, and the additional checks of the corpus
+README must hold. Prints "aais conformance: N passed, M failed, K skipped" and
+exits non-zero when anything failed.`,
+		Args: argsExactly(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			report, err := conformance.AAIS(args[0])
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			if verbose || report.Failed > 0 {
+				fmt.Fprint(w, report.Text())
+			} else {
+				fmt.Fprintln(w, report.String())
+			}
+			if report.Failed > 0 {
+				return fmt.Errorf("%d of %d checks failed", report.Failed, len(report.Results))
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "list every check with its verdict")
 	return cmd
 }
