@@ -1,0 +1,544 @@
+package sqlitestore
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"modernc.org/sqlite"
+
+	"github.com/custos-runtime/custos/aais"
+)
+
+// Defaults applied when an Options field is zero.
+const (
+	// DefaultBusyTimeout is how long a statement waits for a lock another
+	// connection (or process) holds before giving up with SQLITE_BUSY.
+	DefaultBusyTimeout = 5 * time.Second
+	// DefaultMaxConns is the size of the connection pool. Writes are
+	// serialised anyway; the other connections serve concurrent readers.
+	DefaultMaxConns = 4
+)
+
+// Options tunes a Store. A nil *Options, and every zero field, means the
+// default.
+type Options struct {
+	// BusyTimeout bounds the wait for a lock held by another connection
+	// or process, per statement and for the retries of BEGIN IMMEDIATE.
+	// Zero means DefaultBusyTimeout.
+	BusyTimeout time.Duration
+	// MaxConns caps the connection pool. Zero means DefaultMaxConns.
+	MaxConns int
+}
+
+// Store is an aais.Store kept in one SQLite database file. It is safe for
+// concurrent use, and several Stores, in one process or in several, may
+// open the same file: they then share one event stream.
+type Store struct {
+	db          *sql.DB
+	path        string
+	busyTimeout time.Duration
+	// wmu serialises this Store's writers before they ask SQLite for the
+	// write lock, so goroutines of one process queue here (and honour ctx)
+	// instead of polling SQLite's busy handler. Other processes and other
+	// Stores on the same file are kept out by BEGIN IMMEDIATE.
+	wmu chan struct{}
+}
+
+var _ aais.Store = (*Store)(nil)
+
+// Open opens the store kept in the database file at path, creating the
+// file (mode 0600) and its parent directory (mode 0700) when missing, and
+// applies the schema migrations this build knows. A file that is not an
+// SQLite database, or whose schema is newer than this build, is refused.
+// o may be nil.
+func Open(ctx context.Context, path string, o *Options) (*Store, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if path == "" {
+		return nil, errors.New("sqlitestore: empty path")
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: %w", err)
+	}
+	s := &Store{path: abs, busyTimeout: DefaultBusyTimeout, wmu: make(chan struct{}, 1)}
+	maxConns := DefaultMaxConns
+	if o != nil {
+		if o.BusyTimeout > 0 {
+			s.busyTimeout = o.BusyTimeout
+		}
+		if o.MaxConns > 0 {
+			maxConns = o.MaxConns
+		}
+	}
+	if err := os.MkdirAll(filepath.Dir(abs), 0o700); err != nil {
+		return nil, fmt.Errorf("sqlitestore: %w", err)
+	}
+	// Create the file ourselves so that it gets mode 0600 whatever the
+	// umask lets SQLite use; SQLite gives the -wal and -shm files the mode
+	// of the database file. An existing file is left as it is.
+	f, err := os.OpenFile(abs, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return nil, fmt.Errorf("sqlitestore: %w", err)
+	}
+
+	db, err := sql.Open("sqlite", dsn(abs, s.busyTimeout))
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: %w", err)
+	}
+	db.SetMaxOpenConns(maxConns)
+	db.SetMaxIdleConns(maxConns)
+	db.SetConnMaxLifetime(0)
+	db.SetConnMaxIdleTime(0)
+	s.db = db
+	if err := s.init(ctx); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("sqlitestore: open %s: %w", abs, err)
+	}
+	return s, nil
+}
+
+// dsn is the driver's connection string: the file as an SQLite URI, and
+// the pragmas every connection runs when it is opened.
+func dsn(abs string, busy time.Duration) string {
+	p := filepath.ToSlash(abs)
+	if !strings.HasPrefix(p, "/") {
+		p = "/" + p // Windows: file:///C:/dir/store.db
+	}
+	u := url.URL{Path: p}
+	q := url.Values{}
+	q.Set("_busy_timeout", strconv.FormatInt(busy.Milliseconds(), 10))
+	q.Set("_journal_mode", "WAL")
+	q.Set("_synchronous", "FULL")
+	q.Set("_foreign_keys", "1")
+	q.Set("_txlock", "immediate")
+	// macOS's fsync does not flush the drive's cache; F_FULLFSYNC does.
+	// Elsewhere the pragmas are no-ops.
+	q.Add("_pragma", "fullfsync(1)")
+	q.Add("_pragma", "checkpoint_fullfsync(1)")
+	q.Add("_pragma", "trusted_schema(0)")
+	// "file:" + escaped path keeps '?', '#' and '%' in file names from
+	// being read as URI syntax. Query parameters SQLite does not know (the
+	// driver's underscore keys) are ignored by SQLite.
+	return "file://" + u.EscapedPath() + "?" + q.Encode()
+}
+
+// init checks the connection settings and applies the migrations.
+func (s *Store) init(ctx context.Context) error {
+	var mode string
+	err := s.retry(ctx, func() error {
+		return s.db.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode)
+	})
+	if err != nil {
+		return err
+	}
+	if mode != "wal" {
+		return fmt.Errorf("journal_mode is %q, want wal (is the file on a file system without shared memory?)", mode)
+	}
+	return s.migrate(ctx)
+}
+
+// Close closes the database. Writes already acknowledged are on disk.
+func (s *Store) Close() error {
+	return s.db.Close()
+}
+
+// Path returns the absolute path of the database file.
+func (s *Store) Path() string { return s.path }
+
+// ID returns the store's identity, the StoreID of every EventPage.
+func (s *Store) ID(ctx context.Context) (string, error) {
+	var id string
+	err := s.retry(ctx, func() error {
+		return s.db.QueryRowContext(ctx, "SELECT store_id FROM meta WHERE singleton = 1").Scan(&id)
+	})
+	if err != nil {
+		return "", fmt.Errorf("sqlitestore: %w", err)
+	}
+	return id, nil
+}
+
+// Reset forgets every request, resolution and event and takes a new
+// identity, as a backend does when it recovers from lost state. Presenters
+// notice through EventPage.Gap and StoreID. It is meant for tests and
+// operators; every Store open on the file sees the reset.
+func (s *Store) Reset(ctx context.Context) error {
+	return s.write(ctx, func(tx *sql.Tx) error {
+		for _, q := range []string{
+			"DELETE FROM resolutions",
+			"DELETE FROM requests",
+			"DELETE FROM events",
+		} {
+			if _, err := tx.ExecContext(ctx, q); err != nil {
+				return err
+			}
+		}
+		res, err := tx.ExecContext(ctx, "UPDATE meta SET store_id = ? WHERE singleton = 1", newID())
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n != 1 {
+			return errors.Join(errMetaMissing, err)
+		}
+		return nil
+	})
+}
+
+var errMetaMissing = errors.New("store metadata row missing")
+
+func newID() string {
+	var b [16]byte
+	// crypto/rand.Read never returns an error since Go 1.24.
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// CreateRequestIfAbsent implements aais.Store.
+func (s *Store) CreateRequestIfAbsent(ctx context.Context, rec aais.RequestRecord) (aais.RequestRecord, bool, error) {
+	if err := ctx.Err(); err != nil {
+		return aais.RequestRecord{}, false, err
+	}
+	if rec.Event == nil || rec.Event.Type != aais.TypeRequested || rec.Event.Request == nil {
+		return aais.RequestRecord{}, false, fmt.Errorf("%w: not an approval.requested event", aais.ErrInvalid)
+	}
+	if rec.Fingerprint == "" {
+		return aais.RequestRecord{}, false, fmt.Errorf("%w: request record without a fingerprint", aais.ErrInvalid)
+	}
+	id := rec.Event.Request.ID
+	var (
+		stored  []byte
+		fp      string
+		created bool
+	)
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		created = false
+		err := tx.QueryRowContext(ctx, "SELECT event, fingerprint FROM requests WHERE id = ?", id).Scan(&stored, &fp)
+		switch {
+		case err == nil:
+			if fp != rec.Fingerprint {
+				return fmt.Errorf("%w: %s", aais.ErrConflict, id)
+			}
+			return nil
+		case !errors.Is(err, sql.ErrNoRows):
+			return err
+		}
+		b, seq, err := appendEvent(ctx, tx, rec.Event, id)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx,
+			"INSERT INTO requests (id, fingerprint, event, sequence) VALUES (?, ?, ?, ?)",
+			id, rec.Fingerprint, b, seq); err != nil {
+			return err
+		}
+		stored, fp, created = b, rec.Fingerprint, true
+		return nil
+	})
+	if err != nil {
+		return aais.RequestRecord{}, false, wrap(err)
+	}
+	out, err := requestRecord(stored, fp)
+	return out, created, err
+}
+
+// RequestState implements aais.Store.
+func (s *Store) RequestState(ctx context.Context, id string) (aais.RequestState, error) {
+	if err := ctx.Err(); err != nil {
+		return aais.RequestState{}, err
+	}
+	var (
+		req, res []byte
+		fp       string
+		dfp      sql.NullString
+	)
+	// One statement reads one consistent snapshot.
+	err := s.retry(ctx, func() error {
+		return s.db.QueryRowContext(ctx, `
+			SELECT r.event, r.fingerprint, s.event, s.decision_fingerprint
+			FROM requests r LEFT JOIN resolutions s ON s.request_id = r.id
+			WHERE r.id = ?`, id).Scan(&req, &fp, &res, &dfp)
+	})
+	if errors.Is(err, sql.ErrNoRows) {
+		return aais.RequestState{}, fmt.Errorf("%w: %s", aais.ErrUnknownRequest, id)
+	}
+	if err != nil {
+		return aais.RequestState{}, wrap(err)
+	}
+	r, err := requestRecord(req, fp)
+	if err != nil {
+		return aais.RequestState{}, err
+	}
+	st := aais.RequestState{Request: r}
+	if res != nil {
+		rr, err := resolutionRecord(res, dfp.String)
+		if err != nil {
+			return aais.RequestState{}, err
+		}
+		st.Resolution = &rr
+	}
+	return st, nil
+}
+
+// ResolveIfPending implements aais.Store. The "still pending" check and
+// the insert run in one BEGIN IMMEDIATE transaction, and the resolutions
+// primary key refuses a second resolution even if they did not.
+func (s *Store) ResolveIfPending(ctx context.Context, rec aais.ResolutionRecord) (aais.ResolutionRecord, bool, error) {
+	if err := ctx.Err(); err != nil {
+		return aais.ResolutionRecord{}, false, err
+	}
+	if rec.Event == nil || rec.Event.Type != aais.TypeResolved || rec.Event.Resolution == nil {
+		return aais.ResolutionRecord{}, false, fmt.Errorf("%w: not an approval.resolved event", aais.ErrInvalid)
+	}
+	if rec.Event.Resolution.Outcome == aais.OutcomeConflict {
+		return aais.ResolutionRecord{}, false, fmt.Errorf("%w: a conflict receipt never resolves a request", aais.ErrInvalid)
+	}
+	id := rec.Event.Resolution.RequestID
+	var (
+		stored   []byte
+		dfp      string
+		resolved bool
+	)
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		resolved = false
+		var (
+			res  []byte
+			rdfp sql.NullString
+		)
+		err := tx.QueryRowContext(ctx, `
+			SELECT s.event, s.decision_fingerprint
+			FROM requests r LEFT JOIN resolutions s ON s.request_id = r.id
+			WHERE r.id = ?`, id).Scan(&res, &rdfp)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("%w: %s", aais.ErrUnknownRequest, id)
+		}
+		if err != nil {
+			return err
+		}
+		if res != nil {
+			stored, dfp = res, rdfp.String
+			return nil
+		}
+		b, seq, err := appendEvent(ctx, tx, rec.Event, id)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx,
+			"INSERT INTO resolutions (request_id, decision_fingerprint, event, sequence) VALUES (?, ?, ?, ?)",
+			id, rec.DecisionFingerprint, b, seq); err != nil {
+			return err
+		}
+		stored, dfp, resolved = b, rec.DecisionFingerprint, true
+		return nil
+	})
+	if err != nil {
+		return aais.ResolutionRecord{}, false, wrap(err)
+	}
+	out, err := resolutionRecord(stored, dfp)
+	return out, resolved, err
+}
+
+// Pending implements aais.Store. The list and asOf come from one read
+// transaction, so they describe the same state.
+func (s *Store) Pending(ctx context.Context) ([]aais.RequestRecord, uint64, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, 0, err
+	}
+	type row struct {
+		event []byte
+		fp    string
+	}
+	var (
+		rows []row
+		asOf uint64
+	)
+	err := s.read(ctx, func(tx *sql.Tx) error {
+		rows, asOf = nil, 0
+		var err error
+		if asOf, err = latest(ctx, tx); err != nil {
+			return err
+		}
+		rs, err := tx.QueryContext(ctx,
+			"SELECT event, fingerprint FROM requests WHERE resolved = 0 ORDER BY sequence")
+		if err != nil {
+			return err
+		}
+		defer rs.Close()
+		for rs.Next() {
+			var r row
+			if err := rs.Scan(&r.event, &r.fp); err != nil {
+				return err
+			}
+			rows = append(rows, r)
+		}
+		return rs.Err()
+	})
+	if err != nil {
+		return nil, 0, wrap(err)
+	}
+	out := make([]aais.RequestRecord, 0, len(rows))
+	for _, r := range rows {
+		rec, err := requestRecord(r.event, r.fp)
+		if err != nil {
+			return nil, 0, err
+		}
+		out = append(out, rec)
+	}
+	return out, asOf, nil
+}
+
+// EventsAfter implements aais.Store. The store never compacts its log, so a
+// gap is only reported for a sequence beyond the latest (the store was
+// reset).
+func (s *Store) EventsAfter(ctx context.Context, after uint64) (aais.EventPage, error) {
+	if err := ctx.Err(); err != nil {
+		return aais.EventPage{}, err
+	}
+	var (
+		page aais.EventPage
+		raw  [][]byte
+	)
+	err := s.read(ctx, func(tx *sql.Tx) error {
+		page, raw = aais.EventPage{}, nil
+		if err := tx.QueryRowContext(ctx, "SELECT store_id FROM meta WHERE singleton = 1").Scan(&page.StoreID); err != nil {
+			if errors.Is(err, sql.ErrNoRows) {
+				return errMetaMissing
+			}
+			return err
+		}
+		var err error
+		if page.Latest, err = latest(ctx, tx); err != nil {
+			return err
+		}
+		page.Gap = after > page.Latest
+		if after >= page.Latest {
+			return nil
+		}
+		// after < Latest <= MaxSequence, so it fits an int64.
+		rs, err := tx.QueryContext(ctx, "SELECT json FROM events WHERE sequence > ? ORDER BY sequence", int64(after))
+		if err != nil {
+			return err
+		}
+		defer rs.Close()
+		for rs.Next() {
+			var b []byte
+			if err := rs.Scan(&b); err != nil {
+				return err
+			}
+			raw = append(raw, b)
+		}
+		return rs.Err()
+	})
+	if err != nil {
+		return aais.EventPage{}, wrap(err)
+	}
+	for i, b := range raw {
+		m, err := aais.Parse(b)
+		if err != nil {
+			return aais.EventPage{}, fmt.Errorf("sqlitestore: stored event: %w", err)
+		}
+		if want := after + 1 + uint64(i); m.Sequence != want {
+			return aais.EventPage{}, fmt.Errorf("sqlitestore: event log damaged: event %d carries sequence %d", want, m.Sequence)
+		}
+		page.Events = append(page.Events, m)
+	}
+	return page, nil
+}
+
+// appendEvent gives m the next sequence, max+1 in the transaction that
+// holds the write lock, and records it in the log.
+func appendEvent(ctx context.Context, tx *sql.Tx, m *aais.Message, requestID string) ([]byte, int64, error) {
+	last, err := latest(ctx, tx)
+	if err != nil {
+		return nil, 0, err
+	}
+	if last >= aais.MaxSequence {
+		return nil, 0, aais.ErrSequenceExhausted
+	}
+	c := *m
+	c.Sequence = last + 1
+	b, err := aais.Marshal(&c)
+	if err != nil {
+		return nil, 0, err
+	}
+	seq := int64(c.Sequence)
+	if _, err := tx.ExecContext(ctx,
+		"INSERT INTO events (sequence, type, request_id, json) VALUES (?, ?, ?, ?)",
+		seq, string(c.Type), requestID, b); err != nil {
+		return nil, 0, err
+	}
+	return b, seq, nil
+}
+
+// latest is the sequence of the last event recorded, 0 when none.
+func latest(ctx context.Context, tx *sql.Tx) (uint64, error) {
+	var n int64
+	if err := tx.QueryRowContext(ctx, "SELECT coalesce(max(sequence), 0) FROM events").Scan(&n); err != nil {
+		return 0, err
+	}
+	if n < 0 {
+		return 0, fmt.Errorf("event log damaged: sequence %d", n)
+	}
+	return uint64(n), nil
+}
+
+func requestRecord(b []byte, fp string) (aais.RequestRecord, error) {
+	m, err := aais.Parse(b)
+	if err != nil {
+		return aais.RequestRecord{}, fmt.Errorf("sqlitestore: stored request: %w", err)
+	}
+	if m.Type != aais.TypeRequested || m.Request == nil {
+		return aais.RequestRecord{}, fmt.Errorf("sqlitestore: stored request is a %s message", m.Type)
+	}
+	return aais.RequestRecord{Event: m, Fingerprint: fp}, nil
+}
+
+func resolutionRecord(b []byte, dfp string) (aais.ResolutionRecord, error) {
+	m, err := aais.Parse(b)
+	if err != nil {
+		return aais.ResolutionRecord{}, fmt.Errorf("sqlitestore: stored resolution: %w", err)
+	}
+	if m.Type != aais.TypeResolved || m.Resolution == nil {
+		return aais.ResolutionRecord{}, fmt.Errorf("sqlitestore: stored resolution is a %s message", m.Type)
+	}
+	return aais.ResolutionRecord{Event: m, DecisionFingerprint: dfp}, nil
+}
+
+// wrap prefixes database errors with the package name and leaves the aais
+// sentinels and context errors recognisable (errors.Is still matches).
+func wrap(err error) error {
+	switch {
+	case errors.Is(err, aais.ErrConflict), errors.Is(err, aais.ErrUnknownRequest),
+		errors.Is(err, aais.ErrSequenceExhausted), errors.Is(err, aais.ErrInvalid),
+		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return err
+	}
+	return fmt.Errorf("sqlitestore: %w", err)
+}
+
+// isBusy reports whether err is SQLITE_BUSY or SQLITE_LOCKED, extended
+// codes included: another connection holds a lock we need.
+func isBusy(err error) bool {
+	var e *sqlite.Error
+	if !errors.As(err, &e) {
+		return false
+	}
+	switch e.Code() & 0xff {
+	case 5, 6: // SQLITE_BUSY, SQLITE_LOCKED
+		return true
+	}
+	return false
+}
