@@ -106,16 +106,7 @@ non-zero when anything failed.`,
 			if err != nil {
 				return err
 			}
-			w := cmd.OutOrStdout()
-			if verbose || report.Failed > 0 {
-				fmt.Fprint(w, report.Text())
-			} else {
-				fmt.Fprintln(w, report.String())
-			}
-			if report.Failed > 0 {
-				return fmt.Errorf("%d of %d files failed", report.Failed, len(report.Files))
-			}
-			return nil
+			return printCorpusReport(cmd, report, verbose, report.Failed, len(report.Files), "files")
 		},
 	}
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "list every file with its verdict")
@@ -140,18 +131,30 @@ exits non-zero when anything failed.`,
 			if err != nil {
 				return err
 			}
-			w := cmd.OutOrStdout()
-			if verbose || report.Failed > 0 {
-				fmt.Fprint(w, report.Text())
-			} else {
-				fmt.Fprintln(w, report.String())
-			}
-			if report.Failed > 0 {
-				return fmt.Errorf("%d of %d checks failed", report.Failed, len(report.Results))
-			}
-			return nil
+			return printCorpusReport(cmd, report, verbose, report.Failed, len(report.Results), "checks")
 		},
 	}
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "list every check with its verdict")
 	return cmd
+}
+
+// corpusReport is a conformance report with a summary line and a listing.
+type corpusReport interface {
+	String() string // the summary line
+	Text() string   // every item with its verdict, then the summary line
+}
+
+// printCorpusReport prints the summary, or the full listing when verbose or
+// when something failed, and fails the command when anything did.
+func printCorpusReport(cmd *cobra.Command, r corpusReport, verbose bool, failed, total int, unit string) error {
+	w := cmd.OutOrStdout()
+	if verbose || failed > 0 {
+		fmt.Fprint(w, r.Text())
+	} else {
+		fmt.Fprintln(w, r.String())
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d of %d %s failed", failed, total, unit)
+	}
+	return nil
 }
