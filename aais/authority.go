@@ -2,6 +2,7 @@ package aais
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -27,7 +28,32 @@ type AuthorityOptions struct {
 	// DefaultStream. Sequences come from the Store, so one Store serves one
 	// stream.
 	Stream string
+	// Owner is recorded on every request this Authority creates: the
+	// process that waits to run the approved action (package
+	// aais/liveness gives the current one). Nil records none.
+	Owner *ProcessIdentity
+	// Liveness tells whether a request's owner still runs (package
+	// aais/liveness's Check). With it, an approval of a request whose
+	// owner is dead is refused (ErrOwnerStopped), snapshots leave such
+	// requests out and CancelOrphaned withdraws them. Nil: owners are
+	// never checked.
+	Liveness func(ProcessIdentity) Liveness
+	// RuleMaxAge caps how long a rule made from a session or persistent
+	// approval lives (the scope_constraints may end it sooner). Zero means
+	// no cap.
+	RuleMaxAge time.Duration
 }
+
+// RuleExtension is the extension key of a receipt that a rule approved
+// automatically. Its value names the rule and the approval it came from:
+//
+//	{"rule_id": "rul_…", "scope": "session", "request_id": "apr_…",
+//	 "resolution_id": "res_…", "approved_by": "alice"}
+const RuleExtension = "custos.dev/rule"
+
+// RuntimeActor is the actor recorded when the runtime itself revokes rules
+// (CancelOwned ending a session).
+var RuntimeActor = Actor{ID: "custos.runtime", Type: ActorPolicy, AuthenticatedBy: "authority"}
 
 // Authority is the side of AAIS that may execute: it records requests,
 // turns decisions into receipts and keeps exactly one resolution per
@@ -39,10 +65,13 @@ type AuthorityOptions struct {
 // the Store, through ResolveIfPending, so the first recorded resolution
 // wins and every later caller observes it.
 type Authority struct {
-	store  Store
-	now    func() time.Time
-	opts   *Options
-	stream string
+	store      Store
+	now        func() time.Time
+	opts       *Options
+	stream     string
+	owner      *ProcessIdentity
+	liveness   func(ProcessIdentity) Liveness
+	ruleMaxAge time.Duration
 }
 
 // NewAuthority returns an Authority keeping its state in s.
@@ -59,36 +88,186 @@ func NewAuthority(s Store, o *AuthorityOptions) (*Authority, error) {
 		if o.Stream != "" {
 			a.stream = o.Stream
 		}
+		if o.Owner != nil {
+			if o.Owner.PID <= 0 || o.Owner.HostID == "" {
+				return nil, fmt.Errorf("%w: owner without a pid or host", ErrBuild)
+			}
+			c := *o.Owner
+			a.owner = &c
+		}
+		a.liveness = o.Liveness
+		if o.RuleMaxAge < 0 {
+			return nil, fmt.Errorf("%w: negative rule age", ErrBuild)
+		}
+		a.ruleMaxAge = o.RuleMaxAge
 	}
 	return a, nil
 }
 
-// Create validates req and records it as pending, with its
-// approval.requested event, before returning that event: nothing is
-// announced that is not stored. Creating the same request again (same id,
-// same content) changes nothing and returns the event recorded the first
-// time with created false; a different request under a used id yields
-// ErrConflict.
+// Submission is what Submit did with a request.
+type Submission struct {
+	// Event is the approval.requested event as recorded (the first time,
+	// when the request already existed).
+	Event *Message
+	// Created is false when the request already existed.
+	Created bool
+	// Receipt is the request's approval.resolved event when it is already
+	// resolved: approved automatically by a rule just now, or resolved
+	// before this call. Nil while it is pending.
+	Receipt *Message
+	// Rule is the rule that approved it automatically just now; nil
+	// otherwise.
+	Rule *Rule
+}
+
+// Create is Submit for callers that only need the event: it returns
+// Submission.Event and Submission.Created.
 func (a *Authority) Create(ctx context.Context, req *Request) (event *Message, created bool, err error) {
-	if req == nil {
-		return nil, false, fmt.Errorf("%w: nil request", ErrInvalid)
-	}
-	ev, err := a.opts.NewMessage(Header{OccurredAt: a.now(), Stream: a.stream}, req)
+	s, err := a.Submit(ctx, req)
 	if err != nil {
 		return nil, false, err
+	}
+	return s.Event, s.Created, nil
+}
+
+// Submit validates req and records it, with its approval.requested event,
+// before returning: nothing is announced that is not stored. Submitting
+// the same request again (same id, same content) changes nothing and
+// returns what was recorded the first time with Created false; a different
+// request under a used id yields ErrConflict.
+//
+// A new request that an active rule covers (see Rule.Matches) is recorded
+// already approved, in the same write: the receipt (outcome approved, the
+// rule's scope as effective scope, RuleExtension naming the rule) follows
+// the request in the event log, and Submission.Receipt and Rule say so. A
+// rule revoked between matching and writing is not used.
+//
+// A request whose session or persistent approve choices could never make a
+// rule (malformed constraints, constraints that do not name the action, a
+// session choice without an origin session) is refused with ErrInvalid:
+// offering a choice the authority cannot honour would mislead the
+// reviewer.
+func (a *Authority) Submit(ctx context.Context, req *Request) (Submission, error) {
+	if req == nil {
+		return Submission{}, fmt.Errorf("%w: nil request", ErrInvalid)
+	}
+	now := a.now()
+	ev, err := a.opts.NewMessage(Header{OccurredAt: now, Stream: a.stream}, req)
+	if err != nil {
+		return Submission{}, err
+	}
+	if err := checkRuleChoices(ev.Request); err != nil {
+		return Submission{}, err
 	}
 	fp, err := fingerprint(ev.Request)
 	if err != nil {
-		return nil, false, err
+		return Submission{}, err
 	}
-	stored, created, err := a.store.CreateRequestIfAbsent(ctx, RequestRecord{Event: ev, Fingerprint: fp})
+	rec := RequestRecord{Event: ev, Fingerprint: fp, Owner: a.owner}
+	// A rule revoked after Rules was read makes the store refuse the
+	// automatic approval; read the rules again, a bounded number of times.
+	for attempt := 0; ; attempt++ {
+		rec.Resolution = nil
+		// The store ignores rec.Resolution when the request exists.
+		rule, err := a.matchRule(ctx, ev.Request, now)
+		if err != nil {
+			return Submission{}, err
+		}
+		if rule != nil {
+			res, err := a.ruleResolution(ev.Request, rule, now)
+			if err != nil {
+				return Submission{}, err
+			}
+			rec.Resolution = &res
+		}
+		stored, created, err := a.store.CreateRequestIfAbsent(ctx, rec)
+		if rule != nil && attempt < 3 && (errors.Is(err, ErrRuleInactive) || errors.Is(err, ErrUnknownRule)) {
+			continue
+		}
+		if err != nil {
+			return Submission{}, err
+		}
+		if _, err := requestOf(stored); err != nil {
+			return Submission{}, err
+		}
+		sub := Submission{Event: stored.Event, Created: created}
+		if !created {
+			rule = nil
+		}
+		sub.Rule = rule
+		if rule != nil || !created {
+			st, err := a.store.RequestState(ctx, ev.Request.ID)
+			if err != nil {
+				return Submission{}, err
+			}
+			if st.Resolution != nil {
+				if sub.Receipt, err = receiptOf(*st.Resolution); err != nil {
+					return Submission{}, err
+				}
+			}
+		}
+		return sub, nil
+	}
+}
+
+// matchRule returns the first active rule that covers req, or nil.
+func (a *Authority) matchRule(ctx context.Context, req *Request, now time.Time) (*Rule, error) {
+	rules, err := a.store.Rules(ctx)
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
-	if _, err := requestOf(stored); err != nil {
-		return nil, false, err
+	return rules.Match(req, now), nil
+}
+
+// ruleResolution builds the receipt of an automatic approval by rule.
+func (a *Authority) ruleResolution(req *Request, r *Rule, now time.Time) (ResolutionRecord, error) {
+	ext, err := json.Marshal(map[string]string{
+		"rule_id":       r.ID,
+		"scope":         string(r.Scope),
+		"request_id":    r.RequestID,
+		"resolution_id": r.ResolutionID,
+		"approved_by":   r.Actor.ID,
+	})
+	if err != nil {
+		return ResolutionRecord{}, err
 	}
-	return stored.Event, created, nil
+	res, err := a.opts.NewResolution(ResolutionParams{
+		Request:        req,
+		Outcome:        OutcomeApproved,
+		EffectiveScope: r.Scope,
+		Message:        fmt.Sprintf("Approved automatically by rule %s (a %s approval by %s).", r.ID, r.Scope, r.Actor.ID),
+		ResolvedAt:     now,
+		Extensions:     Extensions{RuleExtension: ext},
+	})
+	if err != nil {
+		return ResolutionRecord{}, err
+	}
+	ev, err := a.opts.NewMessage(Header{OccurredAt: now, Stream: a.stream}, res)
+	if err != nil {
+		return ResolutionRecord{}, err
+	}
+	return ResolutionRecord{Event: ev, ByRule: r.ID}, nil
+}
+
+// checkRuleChoices refuses a request offering a session or persistent
+// approval that NewRule could not turn into a rule.
+func checkRuleChoices(req *Request) error {
+	for _, c := range req.Choices {
+		if c.Decision != Approve || !c.Scope.Bounded() {
+			continue
+		}
+		cs, err := ParseConstraints(c.ScopeConstraints)
+		if err != nil {
+			return fmt.Errorf("%w: the %s choice: %w", ErrInvalid, c.Scope, err)
+		}
+		if !cs.narrowsAction() {
+			return fmt.Errorf("%w: the %s choice's scope_constraints must name the action (action_kind, action_name or action_digest)", ErrInvalid, c.Scope)
+		}
+		if c.Scope == ScopeSession && (req.Origin.SessionID == "" || req.Origin.Harness == "") {
+			return fmt.Errorf("%w: a session choice needs the origin's harness and session_id", ErrInvalid)
+		}
+	}
+	return nil
 }
 
 // Decide turns a presenter's decision into a receipt: the approval.resolved
@@ -114,9 +293,15 @@ func (a *Authority) Create(ctx context.Context, req *Request) (event *Message, c
 //  6. currentAction's digest differs from the request's, or cannot be
 //     computed: stale;
 //  7. the (decision, scope) pair was not offered: invalid;
-//  8. otherwise approved, denied or cancelled, as decided.
+//  8. an approval of a request whose owner process is dead (with
+//     AuthorityOptions.Liveness): ErrOwnerStopped, and nothing changes;
+//  9. otherwise approved, denied or cancelled, as decided.
 //
-// Outcomes 4 to 8 all resolve the request: a failed decision burns it, so a
+// An approved session or persistent choice also saves a rule (NewRule), in
+// the same write as the receipt: from then on Submit approves the requests
+// it covers without asking.
+//
+// Outcomes 4 to 7 and 9 all resolve the request: a failed decision burns it, so a
 // later correct decision gets a conflict and the runtime must ask again.
 // This fails closed and matches the reference libraries (spec §4): a
 // request that answered "stale" once must never be approved later.
@@ -159,11 +344,23 @@ func (a *Authority) Decide(ctx context.Context, d *Decision, actor Actor, curren
 		return a.answerResolved(req, *st.Resolution, dec, fp, now)
 	}
 	outcome := judge(req, dec, currentAction, now)
+	if outcome == OutcomeApproved && a.dead(st.Request.Owner) {
+		return nil, fmt.Errorf("%w: request %s (pid %d on %s)", ErrOwnerStopped, req.ID, st.Request.Owner.PID, st.Request.Owner.HostID)
+	}
 	rec, err := a.resolution(req, dec, outcome, now)
 	if err != nil {
 		return nil, err
 	}
 	rec.DecisionFingerprint = fp
+	if outcome == OutcomeApproved && dec.Scope.Bounded() {
+		p := RuleParams{Request: req, Decision: dec, Resolution: rec.Event.Resolution, Now: now}
+		if a.ruleMaxAge > 0 {
+			p.ExpiresAt = now.Add(a.ruleMaxAge)
+		}
+		if rec.Rule, err = a.opts.NewRule(p); err != nil {
+			return nil, err
+		}
+	}
 	stored, resolved, err := a.store.ResolveIfPending(ctx, rec)
 	if err != nil {
 		return nil, err
@@ -245,7 +442,7 @@ func (a *Authority) resolution(req *Request, d *Decision, o Outcome, now time.Ti
 // error it stops and returns the receipts recorded so far.
 func (a *Authority) ExpireOverdue(ctx context.Context) ([]*Message, error) {
 	now := a.now()
-	return a.resolvePending(ctx, OutcomeExpired, now, func(r *Request) bool {
+	return a.resolvePending(ctx, OutcomeExpired, now, func(_ RequestRecord, r *Request) bool {
 		return !r.ExpiresAt.IsZero() && !now.Before(r.ExpiresAt.Time())
 	})
 }
@@ -265,17 +462,107 @@ type Owner struct {
 // Requests created after CancelOwned has listed the pending ones are not
 // cancelled: stop creating requests for o first. An Owner with no field set
 // is refused (ErrInvalid) rather than cancelling everything.
+//
+// When o names a session, the session rules made in it are revoked too
+// (by RuntimeActor): a session's approvals end with it. Persistent rules
+// stay.
 func (a *Authority) CancelOwned(ctx context.Context, o Owner) ([]*Message, error) {
 	if o == (Owner{}) {
 		return nil, fmt.Errorf("%w: owner selects no session or run", ErrInvalid)
 	}
-	return a.resolvePending(ctx, OutcomeCancelled, a.now(), func(r *Request) bool {
+	now := a.now()
+	out, err := a.resolvePending(ctx, OutcomeCancelled, now, func(st RequestRecord, r *Request) bool {
 		return (o.SessionID == "" || o.SessionID == r.Origin.SessionID) &&
 			(o.RunID == "" || o.RunID == r.Origin.RunID)
 	})
+	if err != nil || o.SessionID == "" {
+		return out, err
+	}
+	rules, err := a.store.Rules(ctx)
+	if err != nil {
+		return out, err
+	}
+	for _, r := range rules {
+		if r.Scope != ScopeSession || r.Revoked() || r.Origin.SessionID != o.SessionID ||
+			(o.RunID != "" && r.Origin.RunID != o.RunID) {
+			continue
+		}
+		if _, _, err := a.store.RevokeRule(ctx, r.ID, now, RuntimeActor); err != nil {
+			return out, err
+		}
+	}
+	return out, nil
 }
 
-func (a *Authority) resolvePending(ctx context.Context, o Outcome, now time.Time, match func(*Request) bool) ([]*Message, error) {
+// CancelOrphaned resolves as cancelled every pending request whose owner
+// process is dead (AuthorityOptions.Liveness; without it, none is), and
+// returns the receipts it recorded. Nobody is left to run those actions.
+func (a *Authority) CancelOrphaned(ctx context.Context) ([]*Message, error) {
+	return a.resolvePending(ctx, OutcomeCancelled, a.now(), func(st RequestRecord, _ *Request) bool {
+		return a.dead(st.Owner)
+	})
+}
+
+// OwnerLiveness tells whether the process that created a request is still
+// running: LivenessUnknown without AuthorityOptions.Liveness or without a
+// recorded owner.
+func (a *Authority) OwnerLiveness(owner *ProcessIdentity) Liveness {
+	if owner == nil || a.liveness == nil {
+		return LivenessUnknown
+	}
+	return a.liveness(*owner)
+}
+
+func (a *Authority) dead(owner *ProcessIdentity) bool {
+	return a.OwnerLiveness(owner) == LivenessDead
+}
+
+// Rules returns every rule in the store, revoked and expired ones
+// included, in matching order; RuleSet.Active(now) keeps the ones in force.
+func (a *Authority) Rules(ctx context.Context) (RuleSet, error) {
+	return a.store.Rules(ctx)
+}
+
+// RevokeRule revokes the rule with the given id on behalf of by (from the
+// caller's authenticated channel) at the authority's clock. Requests it
+// approved stay approved; it approves nothing more. Revoking a revoked rule
+// returns it unchanged with revoked false.
+func (a *Authority) RevokeRule(ctx context.Context, id string, by Actor) (rule *Rule, revoked bool, err error) {
+	return a.store.RevokeRule(ctx, id, a.now(), by)
+}
+
+// State returns what the store knows about one request.
+func (a *Authority) State(ctx context.Context, id string) (RequestState, error) {
+	return a.store.RequestState(ctx, id)
+}
+
+// Wait polls the store every interval (100 ms when <= 0) until the request
+// is resolved, and returns its receipt; it returns ctx's error when ctx is
+// done first. It works across processes sharing a store. Expiry is not
+// swept here: run ExpireOverdue, or give ctx the request's deadline.
+func (a *Authority) Wait(ctx context.Context, id string, interval time.Duration) (*Message, error) {
+	if interval <= 0 {
+		interval = 100 * time.Millisecond
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		st, err := a.store.RequestState(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if st.Resolution != nil {
+			return receiptOf(*st.Resolution)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+func (a *Authority) resolvePending(ctx context.Context, o Outcome, now time.Time, match func(RequestRecord, *Request) bool) ([]*Message, error) {
 	pending, _, err := a.store.Pending(ctx)
 	if err != nil {
 		return nil, err
@@ -286,7 +573,7 @@ func (a *Authority) resolvePending(ctx context.Context, o Outcome, now time.Time
 		if err != nil {
 			return out, err
 		}
-		if !match(req) {
+		if !match(p, req) {
 			continue
 		}
 		rec, err := a.resolution(req, nil, o, now)
@@ -311,7 +598,8 @@ func (a *Authority) resolvePending(ctx context.Context, o Outcome, now time.Time
 // Snapshot returns the approval.snapshot message a reconnecting presenter
 // starts from: every request still pending and not expired on the
 // authority's clock, as of the store's latest sequence. Expired requests
-// are left out even before ExpireOverdue has resolved them.
+// are left out even before ExpireOverdue has resolved them, and so are
+// requests whose owner process is dead (nobody would run them).
 func (a *Authority) Snapshot(ctx context.Context) (*Message, error) {
 	pending, asOf, err := a.store.Pending(ctx)
 	if err != nil {
@@ -324,7 +612,7 @@ func (a *Authority) Snapshot(ctx context.Context) (*Message, error) {
 		if err != nil {
 			return nil, err
 		}
-		if !req.ExpiresAt.IsZero() && !now.Before(req.ExpiresAt.Time()) {
+		if (!req.ExpiresAt.IsZero() && !now.Before(req.ExpiresAt.Time())) || a.dead(p.Owner) {
 			continue
 		}
 		s.Pending = append(s.Pending, *req)

@@ -113,8 +113,14 @@ func (faultyStore) ResolveIfPending(context.Context, aais.ResolutionRecord) (aai
 func (faultyStore) Pending(context.Context) ([]aais.RequestRecord, uint64, error) {
 	return []aais.RequestRecord{{}}, 0, nil
 }
-func (faultyStore) EventsAfter(context.Context, uint64) (aais.EventPage, error) {
+func (faultyStore) EventsAfter(context.Context, uint64, int) (aais.EventPage, error) {
 	return aais.EventPage{}, nil
+}
+func (faultyStore) Rules(context.Context) (aais.RuleSet, error) {
+	return aais.RuleSet{nil, &aais.Rule{}}, nil
+}
+func (faultyStore) RevokeRule(context.Context, string, time.Time, aais.Actor) (*aais.Rule, bool, error) {
+	return nil, true, nil
 }
 
 func TestAuthorityFailsClosedOnFaultyStore(t *testing.T) {

@@ -2,7 +2,9 @@
 // from its own tests:
 //
 //	func TestConformance(t *testing.T) {
-//		aaistest.Run(t, func(t *testing.T) aais.Store { return memstore.New() })
+//		aaistest.Run(t, aaistest.Backend{
+//			New: func(t *testing.T) aais.Store { return memstore.New() },
+//		})
 //	}
 //
 // The kit drives the store through an aais.Authority with an injected clock,
@@ -54,10 +56,25 @@ func (c *Clock) Advance(d time.Duration) {
 // Actor is the authenticated actor the kit decides as.
 var Actor = aais.Actor{ID: "conformance_user", Type: aais.ActorHuman, AuthenticatedBy: "conformance"}
 
-// Run runs the conformance kit against stores made by newStore, which must
-// return a new, empty store each time it is called.
-func Run(t *testing.T, newStore func(t *testing.T) aais.Store) {
+// Backend is how the kit makes and reopens the stores it checks.
+type Backend struct {
+	// New returns a new, empty store each time it is called (required).
+	// The test owns it: close it with t.Cleanup.
+	New func(t *testing.T) aais.Store
+	// Reopen returns a second, independent handle on the storage s keeps
+	// its state in, as another process or a restarted one would open it;
+	// s stays open. Nil means the storage does not outlive its handle
+	// (an in-memory store): the cases about second handles and restarts
+	// are then skipped.
+	Reopen func(t *testing.T, s aais.Store) aais.Store
+}
+
+// Run runs the conformance kit against the stores b makes.
+func Run(t *testing.T, b Backend) {
 	t.Helper()
+	if b.New == nil {
+		t.Fatal("aaistest.Backend.New is nil")
+	}
 	tests := []struct {
 		name string
 		fn   func(*testing.T, *fixture)
@@ -81,23 +98,39 @@ func Run(t *testing.T, newStore func(t *testing.T) aais.Store) {
 		{"ExpireOverdue", testExpireOverdue},
 		{"CancelOwned", testCancelOwned},
 		{"CancelOwnedRacesApproval", testCancelOwnedRace},
+		{"EmptyStore", testEmptyStore},
+		{"EventsPageLimit", testEventsPageLimit},
+		{"ApproveOnceSavesNoRule", testApproveOnceNoRule},
+		{"SessionApprovalSavesRule", testSessionRule},
+		{"RuleApprovesMatchingRequests", testRuleAutoApproves},
+		{"RevokedRuleApprovesNothing", testRevokeRule},
+		{"RevokedRuleRefusedAtWrite", testRuleRefusedAtWrite},
+		{"ConcurrentApprovalsSaveOneRule", testConcurrentRules},
+		{"CancelOwnedRevokesSessionRules", testCancelOwnedRevokes},
+		{"OwnerRecordedAndChecked", testOwner},
+		{"SecondHandleSeesEverything", testSecondHandle},
+		{"RestartPreservesPendingAndRules", testRestart},
+		{"WaitAcrossHandles", testWaitAcrossHandles},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newStore(t)
+			s := b.New(t)
 			if s == nil {
-				t.Fatal("newStore returned nil")
+				t.Fatal("Backend.New returned nil")
 			}
-			tc.fn(t, newFixture(t, s))
+			f := newFixture(t, s)
+			f.reopen = b.Reopen
+			tc.fn(t, f)
 		})
 	}
 }
 
 type fixture struct {
-	store aais.Store
-	clock *Clock
-	auth  *aais.Authority
-	ctx   context.Context
+	reopen func(*testing.T, aais.Store) aais.Store
+	store  aais.Store
+	clock  *Clock
+	auth   *aais.Authority
+	ctx    context.Context
 }
 
 func newFixture(t *testing.T, s aais.Store) *fixture {
@@ -112,14 +145,21 @@ func newFixture(t *testing.T, s aais.Store) *fixture {
 
 // action returns the raw action of request number n.
 func action(n string) []byte {
+	return commandAction(n, "node --check script-"+n+".js")
+}
+
+// commandAction returns the raw action of request number n running cmd.
+func commandAction(n, cmd string) []byte {
+	c, _ := json.Marshal(cmd)
 	return []byte(`{"kind":"process.exec","name":"shell.exec","summary":"Run the JavaScript syntax check",` +
-		`"arguments":{"command":"node --check script-` + n + `.js"},"working_directory":"/workspace/example",` +
+		`"arguments":{"command":` + string(c) + `},"working_directory":"/workspace/example",` +
 		`"effects":["Starts a local Node.js process","Reads script-` + n + `.js"]}`)
 }
 
 type reqOpt struct {
 	session string
 	ttl     time.Duration // 0: 10 minutes; negative: never expires
+	command string        // "": "node --check script-<n>.js"
 }
 
 // request builds a request with id "apr_<n>" offering approve once,
@@ -129,11 +169,15 @@ func (f *fixture) request(t *testing.T, n string, o reqOpt) *aais.Request {
 	if o.session == "" {
 		o.session = "s-1"
 	}
+	act := action(n)
+	if o.command != "" {
+		act = commandAction(n, o.command)
+	}
 	p := aais.RequestParams{
 		ID:        "apr_" + n,
 		CreatedAt: f.clock.Now(),
 		Origin:    aais.Origin{Harness: "conformance", SessionID: o.session, RunID: "run-" + o.session},
-		Action:    json.RawMessage(action(n)),
+		Action:    json.RawMessage(act),
 		Risk:      aais.Risk{Level: aais.RiskMedium, Reasons: []string{"Executes a local process"}},
 		Choices: []aais.Choice{
 			{Decision: aais.Approve, Scope: aais.ScopeOnce, Label: "Allow once"},
@@ -203,7 +247,7 @@ func (f *fixture) state(t *testing.T, id string) aais.RequestState {
 
 func (f *fixture) events(t *testing.T, after uint64) aais.EventPage {
 	t.Helper()
-	p, err := f.store.EventsAfter(f.ctx, after)
+	p, err := f.store.EventsAfter(f.ctx, after, 0)
 	if err != nil {
 		t.Fatalf("EventsAfter(%d): %v", after, err)
 	}
@@ -537,7 +581,7 @@ func testEventsOrdered(t *testing.T, f *fixture) {
 					return nil
 				default:
 				}
-				p, err := f.store.EventsAfter(f.ctx, last)
+				p, err := f.store.EventsAfter(f.ctx, last, 0)
 				if err != nil {
 					return err
 				}

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/custos-runtime/custos/aais"
 )
@@ -27,11 +28,13 @@ type Store struct {
 	latest   uint64
 	events   [][]byte // events[i] has sequence i+1
 	requests map[string]*entry
+	rules    map[string][]byte // rule JSON by id
 }
 
 type entry struct {
 	request    []byte
 	requestFP  string
+	owner      *aais.ProcessIdentity
 	sequence   uint64 // of the approval.requested event
 	resolution []byte // nil while pending
 	decisionFP string
@@ -71,15 +74,21 @@ func (s *Store) reset() {
 	s.latest = 0
 	s.events = nil
 	s.requests = map[string]*entry{}
+	s.rules = map[string][]byte{}
 }
 
-// append records an event under the next sequence. The caller holds mu.
+// append builds an event under the next sequence. The caller holds mu.
 func (s *Store) append(m *aais.Message) ([]byte, uint64, error) {
 	if s.latest >= aais.MaxSequence {
 		return nil, 0, aais.ErrSequenceExhausted
 	}
+	return s.appendAt(m, s.latest+1)
+}
+
+// appendAt builds m's event under sequence seq.
+func (s *Store) appendAt(m *aais.Message, seq uint64) ([]byte, uint64, error) {
 	c := *m
-	c.Sequence = s.latest + 1
+	c.Sequence = seq
 	b, err := aais.Marshal(&c)
 	if err != nil {
 		return nil, 0, err
@@ -99,11 +108,8 @@ func (s *Store) CreateRequestIfAbsent(ctx context.Context, rec aais.RequestRecor
 	if err := ctx.Err(); err != nil {
 		return aais.RequestRecord{}, false, err
 	}
-	if rec.Event == nil || rec.Event.Type != aais.TypeRequested || rec.Event.Request == nil {
-		return aais.RequestRecord{}, false, fmt.Errorf("%w: not an approval.requested event", aais.ErrInvalid)
-	}
-	if rec.Fingerprint == "" {
-		return aais.RequestRecord{}, false, fmt.Errorf("%w: request record without a fingerprint", aais.ErrInvalid)
+	if err := aais.CheckRequestRecord(rec); err != nil {
+		return aais.RequestRecord{}, false, err
 	}
 	id := rec.Event.Request.ID
 	s.mu.Lock()
@@ -119,11 +125,77 @@ func (s *Store) CreateRequestIfAbsent(ctx context.Context, rec aais.RequestRecor
 	if err != nil {
 		return aais.RequestRecord{}, false, err
 	}
-	e := &entry{request: b, requestFP: rec.Fingerprint, sequence: seq}
+	e := &entry{request: b, requestFP: rec.Fingerprint, sequence: seq, owner: cloneOwner(rec.Owner)}
+	var resolution func()
+	if rec.Resolution != nil {
+		// Checked and built before anything changes, so a refusal
+		// writes nothing.
+		if resolution, err = s.resolve(e, *rec.Resolution, seq); err != nil {
+			return aais.RequestRecord{}, false, err
+		}
+	}
 	s.requests[id] = e
 	s.commit(b, seq)
+	if resolution != nil {
+		resolution()
+	}
 	out, err := e.requestRecord()
 	return out, true, err
+}
+
+// resolve checks rec against the rules it names or creates and builds its
+// event with the sequence after last; the returned func records it. The
+// caller holds mu.
+func (s *Store) resolve(e *entry, rec aais.ResolutionRecord, last uint64) (func(), error) {
+	if err := s.checkRules(rec); err != nil {
+		return nil, err
+	}
+	var rule []byte
+	if rec.Rule != nil {
+		b, err := rec.Rule.MarshalJSON()
+		if err != nil {
+			return nil, err
+		}
+		rule = b
+	}
+	if last >= aais.MaxSequence {
+		return nil, aais.ErrSequenceExhausted
+	}
+	b, seq, err := s.appendAt(rec.Event, last+1)
+	if err != nil {
+		return nil, err
+	}
+	return func() {
+		e.resolution, e.decisionFP = b, rec.DecisionFingerprint
+		if rule != nil {
+			s.rules[rec.Rule.ID] = rule
+		}
+		s.commit(b, seq)
+	}, nil
+}
+
+// checkRules refuses a resolution whose ByRule rule is missing or revoked,
+// or whose new Rule's id is taken. The caller holds mu.
+func (s *Store) checkRules(rec aais.ResolutionRecord) error {
+	if rec.ByRule != "" {
+		b, ok := s.rules[rec.ByRule]
+		if !ok {
+			return fmt.Errorf("%w: %s", aais.ErrUnknownRule, rec.ByRule)
+		}
+		var r aais.Rule
+		if err := r.UnmarshalJSON(b); err != nil {
+			return err
+		}
+		if r.Revoked() {
+			return fmt.Errorf("%w: %s", aais.ErrRuleInactive, rec.ByRule)
+		}
+	}
+	if rec.Rule != nil {
+		if _, taken := s.rules[rec.Rule.ID]; taken {
+			return fmt.Errorf("%w: rule id %s", aais.ErrConflict, rec.Rule.ID)
+		}
+	}
+	return nil
 }
 
 // RequestState implements aais.Store.
@@ -149,11 +221,8 @@ func (s *Store) ResolveIfPending(ctx context.Context, rec aais.ResolutionRecord)
 	if err := ctx.Err(); err != nil {
 		return aais.ResolutionRecord{}, false, err
 	}
-	if rec.Event == nil || rec.Event.Type != aais.TypeResolved || rec.Event.Resolution == nil {
-		return aais.ResolutionRecord{}, false, fmt.Errorf("%w: not an approval.resolved event", aais.ErrInvalid)
-	}
-	if rec.Event.Resolution.Outcome == aais.OutcomeConflict {
-		return aais.ResolutionRecord{}, false, fmt.Errorf("%w: a conflict receipt never resolves a request", aais.ErrInvalid)
+	if err := aais.CheckResolutionRecord(rec); err != nil {
+		return aais.ResolutionRecord{}, false, err
 	}
 	id := rec.Event.Resolution.RequestID
 	s.mu.Lock()
@@ -166,12 +235,11 @@ func (s *Store) ResolveIfPending(ctx context.Context, rec aais.ResolutionRecord)
 		out, err := e.resolutionRecord()
 		return out, false, err
 	}
-	b, seq, err := s.append(rec.Event)
+	record, err := s.resolve(e, rec, s.latest)
 	if err != nil {
 		return aais.ResolutionRecord{}, false, err
 	}
-	e.resolution, e.decisionFP = b, rec.DecisionFingerprint
-	s.commit(b, seq)
+	record()
 	out, err := e.resolutionRecord()
 	return out, true, err
 }
@@ -204,7 +272,7 @@ func (s *Store) Pending(ctx context.Context) ([]aais.RequestRecord, uint64, erro
 
 // EventsAfter implements aais.Store. The store never compacts, so a gap is
 // only reported for a sequence beyond the latest (the store was reset).
-func (s *Store) EventsAfter(ctx context.Context, after uint64) (aais.EventPage, error) {
+func (s *Store) EventsAfter(ctx context.Context, after uint64, limit int) (aais.EventPage, error) {
 	if err := ctx.Err(); err != nil {
 		return aais.EventPage{}, err
 	}
@@ -213,6 +281,9 @@ func (s *Store) EventsAfter(ctx context.Context, after uint64) (aais.EventPage, 
 	var raw [][]byte
 	if after < s.latest {
 		raw = s.events[after:]
+		if limit > 0 && len(raw) > limit {
+			raw = raw[:limit]
+		}
 	}
 	s.mu.Unlock()
 	// The stored byte slices are never modified, so they can be parsed
@@ -227,12 +298,72 @@ func (s *Store) EventsAfter(ctx context.Context, after uint64) (aais.EventPage, 
 	return page, nil
 }
 
+// Rules implements aais.Store.
+func (s *Store) Rules(ctx context.Context) (aais.RuleSet, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	raw := make([][]byte, 0, len(s.rules))
+	for _, b := range s.rules {
+		raw = append(raw, b)
+	}
+	s.mu.Unlock()
+	out := make(aais.RuleSet, 0, len(raw))
+	for _, b := range raw {
+		r := new(aais.Rule)
+		if err := r.UnmarshalJSON(b); err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out.Sorted(), nil
+}
+
+// RevokeRule implements aais.Store.
+func (s *Store) RevokeRule(ctx context.Context, id string, at time.Time, by aais.Actor) (*aais.Rule, bool, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b, ok := s.rules[id]
+	if !ok {
+		return nil, false, fmt.Errorf("%w: %s", aais.ErrUnknownRule, id)
+	}
+	r := new(aais.Rule)
+	if err := r.UnmarshalJSON(b); err != nil {
+		return nil, false, err
+	}
+	if r.Revoked() {
+		return r, false, nil
+	}
+	c, err := r.Revoke(at, by)
+	if err != nil {
+		return nil, false, err
+	}
+	nb, err := c.MarshalJSON()
+	if err != nil {
+		return nil, false, err
+	}
+	s.rules[id] = nb
+	return c, true, nil
+}
+
+func cloneOwner(o *aais.ProcessIdentity) *aais.ProcessIdentity {
+	if o == nil {
+		return nil
+	}
+	c := *o
+	return &c
+}
+
 func (e *entry) requestRecord() (aais.RequestRecord, error) {
 	m, err := aais.Parse(e.request)
 	if err != nil {
 		return aais.RequestRecord{}, err
 	}
-	return aais.RequestRecord{Event: m, Fingerprint: e.requestFP}, nil
+	return aais.RequestRecord{Event: m, Fingerprint: e.requestFP, Owner: cloneOwner(e.owner)}, nil
 }
 
 func (e *entry) resolutionRecord() (aais.ResolutionRecord, error) {

@@ -9,7 +9,7 @@ import (
 )
 
 func TestConformance(t *testing.T) {
-	aaistest.Run(t, func(t *testing.T) aais.Store { return memstore.New() })
+	aaistest.Run(t, aaistest.Backend{New: func(t *testing.T) aais.Store { return memstore.New() }})
 }
 
 // After a reset a presenter resuming from its old sequence sees a gap and a
@@ -24,17 +24,17 @@ func TestResetReportsGap(t *testing.T) {
 	if err != nil || snap.Snapshot.AsOfSequence != 0 {
 		t.Fatalf("empty snapshot = %v, %v", snap, err)
 	}
-	page, err := s.EventsAfter(t.Context(), 0)
+	page, err := s.EventsAfter(t.Context(), 0, 0)
 	if err != nil || page.Gap || page.StoreID != s.ID() {
 		t.Fatalf("EventsAfter(0) = %+v, %v", page, err)
 	}
 	old := s.ID()
 	s.Reset()
-	page, err = s.EventsAfter(t.Context(), 0)
+	page, err = s.EventsAfter(t.Context(), 0, 0)
 	if err != nil || page.Gap || page.StoreID == old {
 		t.Fatalf("after reset, EventsAfter(0) = %+v, %v; want a new store id", page, err)
 	}
-	if page, _ = s.EventsAfter(t.Context(), 3); !page.Gap {
+	if page, _ = s.EventsAfter(t.Context(), 3, 0); !page.Gap {
 		t.Fatal("after reset, EventsAfter(3) reports no gap")
 	}
 }

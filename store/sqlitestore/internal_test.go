@@ -69,7 +69,7 @@ func TestReadersDuringWrite(t *testing.T) {
 	}
 	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer cancel()
-	if _, err := s.EventsAfter(short, 0); err != nil {
+	if _, err := s.EventsAfter(short, 0, 0); err != nil {
 		t.Fatalf("read blocked by a writer: %v", err)
 	}
 	if _, _, err := s.Pending(short); err != nil {

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
@@ -179,6 +180,7 @@ func (s *Store) ID(ctx context.Context) (string, error) {
 func (s *Store) Reset(ctx context.Context) error {
 	return s.write(ctx, func(tx *sql.Tx) error {
 		for _, q := range []string{
+			"DELETE FROM rules",
 			"DELETE FROM resolutions",
 			"DELETE FROM requests",
 			"DELETE FROM events",
@@ -212,21 +214,26 @@ func (s *Store) CreateRequestIfAbsent(ctx context.Context, rec aais.RequestRecor
 	if err := ctx.Err(); err != nil {
 		return aais.RequestRecord{}, false, err
 	}
-	if rec.Event == nil || rec.Event.Type != aais.TypeRequested || rec.Event.Request == nil {
-		return aais.RequestRecord{}, false, fmt.Errorf("%w: not an approval.requested event", aais.ErrInvalid)
-	}
-	if rec.Fingerprint == "" {
-		return aais.RequestRecord{}, false, fmt.Errorf("%w: request record without a fingerprint", aais.ErrInvalid)
+	if err := aais.CheckRequestRecord(rec); err != nil {
+		return aais.RequestRecord{}, false, err
 	}
 	id := rec.Event.Request.ID
+	var owner []byte
+	if rec.Owner != nil {
+		b, err := json.Marshal(rec.Owner)
+		if err != nil {
+			return aais.RequestRecord{}, false, err
+		}
+		owner = b
+	}
 	var (
-		stored  []byte
-		fp      string
-		created bool
+		stored, storedOwner []byte
+		fp                  string
+		created             bool
 	)
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		created = false
-		err := tx.QueryRowContext(ctx, "SELECT event, fingerprint FROM requests WHERE id = ?", id).Scan(&stored, &fp)
+		err := tx.QueryRowContext(ctx, "SELECT event, fingerprint, owner FROM requests WHERE id = ?", id).Scan(&stored, &fp, &storedOwner)
 		switch {
 		case err == nil:
 			if fp != rec.Fingerprint {
@@ -241,18 +248,77 @@ func (s *Store) CreateRequestIfAbsent(ctx context.Context, rec aais.RequestRecor
 			return err
 		}
 		if _, err := tx.ExecContext(ctx,
-			"INSERT INTO requests (id, fingerprint, event, sequence) VALUES (?, ?, ?, ?)",
-			id, rec.Fingerprint, b, seq); err != nil {
+			"INSERT INTO requests (id, fingerprint, event, sequence, owner) VALUES (?, ?, ?, ?, ?)",
+			id, rec.Fingerprint, b, seq, owner); err != nil {
 			return err
 		}
-		stored, fp, created = b, rec.Fingerprint, true
+		if rec.Resolution != nil {
+			if _, err := insertResolution(ctx, tx, id, *rec.Resolution); err != nil {
+				return err
+			}
+		}
+		stored, fp, storedOwner, created = b, rec.Fingerprint, owner, true
 		return nil
 	})
 	if err != nil {
 		return aais.RequestRecord{}, false, wrap(err)
 	}
-	out, err := requestRecord(stored, fp)
+	out, err := requestRecord(stored, fp, storedOwner)
 	return out, created, err
+}
+
+// insertResolution records rec as the resolution of request id, with its
+// event and the rule it creates, after checking the rule it names. The
+// caller holds the write lock and has checked that id is pending.
+func insertResolution(ctx context.Context, tx *sql.Tx, id string, rec aais.ResolutionRecord) ([]byte, error) {
+	if rec.ByRule != "" {
+		var revoked int
+		err := tx.QueryRowContext(ctx, "SELECT revoked FROM rules WHERE id = ?", rec.ByRule).Scan(&revoked)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, fmt.Errorf("%w: %s", aais.ErrUnknownRule, rec.ByRule)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if revoked != 0 {
+			return nil, fmt.Errorf("%w: %s", aais.ErrRuleInactive, rec.ByRule)
+		}
+	}
+	b, seq, err := appendEvent(ctx, tx, rec.Event, id)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := tx.ExecContext(ctx,
+		"INSERT INTO resolutions (request_id, decision_fingerprint, event, sequence, by_rule) VALUES (?, ?, ?, ?, ?)",
+		id, rec.DecisionFingerprint, b, seq, rec.ByRule); err != nil {
+		return nil, err
+	}
+	if r := rec.Rule; r != nil {
+		rb, err := r.MarshalJSON()
+		if err != nil {
+			return nil, err
+		}
+		var taken int
+		if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM rules WHERE id = ? OR request_id = ?", r.ID, id).Scan(&taken); err != nil {
+			return nil, err
+		}
+		if taken != 0 {
+			return nil, fmt.Errorf("%w: rule %s", aais.ErrConflict, r.ID)
+		}
+		if _, err := tx.ExecContext(ctx,
+			"INSERT INTO rules (id, request_id, revoked, json) VALUES (?, ?, ?, ?)",
+			r.ID, id, boolInt(r.Revoked()), rb); err != nil {
+			return nil, err
+		}
+	}
+	return b, nil
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // RequestState implements aais.Store.
@@ -261,16 +327,16 @@ func (s *Store) RequestState(ctx context.Context, id string) (aais.RequestState,
 		return aais.RequestState{}, err
 	}
 	var (
-		req, res []byte
-		fp       string
-		dfp      sql.NullString
+		req, res, owner []byte
+		fp              string
+		dfp             sql.NullString
 	)
 	// One statement reads one consistent snapshot.
 	err := s.retry(ctx, func() error {
 		return s.db.QueryRowContext(ctx, `
-			SELECT r.event, r.fingerprint, s.event, s.decision_fingerprint
+			SELECT r.event, r.fingerprint, r.owner, s.event, s.decision_fingerprint
 			FROM requests r LEFT JOIN resolutions s ON s.request_id = r.id
-			WHERE r.id = ?`, id).Scan(&req, &fp, &res, &dfp)
+			WHERE r.id = ?`, id).Scan(&req, &fp, &owner, &res, &dfp)
 	})
 	if errors.Is(err, sql.ErrNoRows) {
 		return aais.RequestState{}, fmt.Errorf("%w: %s", aais.ErrUnknownRequest, id)
@@ -278,7 +344,7 @@ func (s *Store) RequestState(ctx context.Context, id string) (aais.RequestState,
 	if err != nil {
 		return aais.RequestState{}, wrap(err)
 	}
-	r, err := requestRecord(req, fp)
+	r, err := requestRecord(req, fp, owner)
 	if err != nil {
 		return aais.RequestState{}, err
 	}
@@ -300,11 +366,8 @@ func (s *Store) ResolveIfPending(ctx context.Context, rec aais.ResolutionRecord)
 	if err := ctx.Err(); err != nil {
 		return aais.ResolutionRecord{}, false, err
 	}
-	if rec.Event == nil || rec.Event.Type != aais.TypeResolved || rec.Event.Resolution == nil {
-		return aais.ResolutionRecord{}, false, fmt.Errorf("%w: not an approval.resolved event", aais.ErrInvalid)
-	}
-	if rec.Event.Resolution.Outcome == aais.OutcomeConflict {
-		return aais.ResolutionRecord{}, false, fmt.Errorf("%w: a conflict receipt never resolves a request", aais.ErrInvalid)
+	if err := aais.CheckResolutionRecord(rec); err != nil {
+		return aais.ResolutionRecord{}, false, err
 	}
 	id := rec.Event.Resolution.RequestID
 	var (
@@ -332,13 +395,8 @@ func (s *Store) ResolveIfPending(ctx context.Context, rec aais.ResolutionRecord)
 			stored, dfp = res, rdfp.String
 			return nil
 		}
-		b, seq, err := appendEvent(ctx, tx, rec.Event, id)
+		b, err := insertResolution(ctx, tx, id, rec)
 		if err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx,
-			"INSERT INTO resolutions (request_id, decision_fingerprint, event, sequence) VALUES (?, ?, ?, ?)",
-			id, rec.DecisionFingerprint, b, seq); err != nil {
 			return err
 		}
 		stored, dfp, resolved = b, rec.DecisionFingerprint, true
@@ -358,8 +416,8 @@ func (s *Store) Pending(ctx context.Context) ([]aais.RequestRecord, uint64, erro
 		return nil, 0, err
 	}
 	type row struct {
-		event []byte
-		fp    string
+		event, owner []byte
+		fp           string
 	}
 	var (
 		rows []row
@@ -372,14 +430,14 @@ func (s *Store) Pending(ctx context.Context) ([]aais.RequestRecord, uint64, erro
 			return err
 		}
 		rs, err := tx.QueryContext(ctx,
-			"SELECT event, fingerprint FROM requests WHERE resolved = 0 ORDER BY sequence")
+			"SELECT event, fingerprint, owner FROM requests WHERE resolved = 0 ORDER BY sequence")
 		if err != nil {
 			return err
 		}
 		defer rs.Close()
 		for rs.Next() {
 			var r row
-			if err := rs.Scan(&r.event, &r.fp); err != nil {
+			if err := rs.Scan(&r.event, &r.fp, &r.owner); err != nil {
 				return err
 			}
 			rows = append(rows, r)
@@ -391,7 +449,7 @@ func (s *Store) Pending(ctx context.Context) ([]aais.RequestRecord, uint64, erro
 	}
 	out := make([]aais.RequestRecord, 0, len(rows))
 	for _, r := range rows {
-		rec, err := requestRecord(r.event, r.fp)
+		rec, err := requestRecord(r.event, r.fp, r.owner)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -403,7 +461,7 @@ func (s *Store) Pending(ctx context.Context) ([]aais.RequestRecord, uint64, erro
 // EventsAfter implements aais.Store. The store never compacts its log, so a
 // gap is only reported for a sequence beyond the latest (the store was
 // reset).
-func (s *Store) EventsAfter(ctx context.Context, after uint64) (aais.EventPage, error) {
+func (s *Store) EventsAfter(ctx context.Context, after uint64, limit int) (aais.EventPage, error) {
 	if err := ctx.Err(); err != nil {
 		return aais.EventPage{}, err
 	}
@@ -428,7 +486,11 @@ func (s *Store) EventsAfter(ctx context.Context, after uint64) (aais.EventPage, 
 			return nil
 		}
 		// after < Latest <= MaxSequence, so it fits an int64.
-		rs, err := tx.QueryContext(ctx, "SELECT json FROM events WHERE sequence > ? ORDER BY sequence", int64(after))
+		n := int64(-1) // SQLite: a negative LIMIT is no limit
+		if limit > 0 {
+			n = int64(limit)
+		}
+		rs, err := tx.QueryContext(ctx, "SELECT json FROM events WHERE sequence > ? ORDER BY sequence LIMIT ?", int64(after), n)
 		if err != nil {
 			return err
 		}
@@ -495,7 +557,7 @@ func latest(ctx context.Context, tx *sql.Tx) (uint64, error) {
 	return uint64(n), nil
 }
 
-func requestRecord(b []byte, fp string) (aais.RequestRecord, error) {
+func requestRecord(b []byte, fp string, owner []byte) (aais.RequestRecord, error) {
 	m, err := aais.Parse(b)
 	if err != nil {
 		return aais.RequestRecord{}, fmt.Errorf("sqlitestore: stored request: %w", err)
@@ -503,7 +565,105 @@ func requestRecord(b []byte, fp string) (aais.RequestRecord, error) {
 	if m.Type != aais.TypeRequested || m.Request == nil {
 		return aais.RequestRecord{}, fmt.Errorf("sqlitestore: stored request is a %s message", m.Type)
 	}
-	return aais.RequestRecord{Event: m, Fingerprint: fp}, nil
+	rec := aais.RequestRecord{Event: m, Fingerprint: fp}
+	if owner != nil {
+		rec.Owner = new(aais.ProcessIdentity)
+		if err := json.Unmarshal(owner, rec.Owner); err != nil {
+			return aais.RequestRecord{}, fmt.Errorf("sqlitestore: stored owner: %w", err)
+		}
+	}
+	return rec, nil
+}
+
+// Rules implements aais.Store.
+func (s *Store) Rules(ctx context.Context) (aais.RuleSet, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var raw [][]byte
+	err := s.read(ctx, func(tx *sql.Tx) error {
+		raw = nil
+		rs, err := tx.QueryContext(ctx, "SELECT json FROM rules")
+		if err != nil {
+			return err
+		}
+		defer rs.Close()
+		for rs.Next() {
+			var b []byte
+			if err := rs.Scan(&b); err != nil {
+				return err
+			}
+			raw = append(raw, b)
+		}
+		return rs.Err()
+	})
+	if err != nil {
+		return nil, wrap(err)
+	}
+	out := make(aais.RuleSet, 0, len(raw))
+	for _, b := range raw {
+		r, err := ruleOf(b)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out.Sorted(), nil
+}
+
+// RevokeRule implements aais.Store.
+func (s *Store) RevokeRule(ctx context.Context, id string, at time.Time, by aais.Actor) (*aais.Rule, bool, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, false, err
+	}
+	var (
+		out     *aais.Rule
+		revoked bool
+	)
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		out, revoked = nil, false
+		var b []byte
+		err := tx.QueryRowContext(ctx, "SELECT json FROM rules WHERE id = ?", id).Scan(&b)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("%w: %s", aais.ErrUnknownRule, id)
+		}
+		if err != nil {
+			return err
+		}
+		r, err := ruleOf(b)
+		if err != nil {
+			return err
+		}
+		if r.Revoked() {
+			out = r
+			return nil
+		}
+		c, err := r.Revoke(at, by)
+		if err != nil {
+			return err
+		}
+		nb, err := c.MarshalJSON()
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, "UPDATE rules SET revoked = 1, json = ? WHERE id = ?", nb, id); err != nil {
+			return err
+		}
+		out, revoked = c, true
+		return nil
+	})
+	if err != nil {
+		return nil, false, wrap(err)
+	}
+	return out, revoked, nil
+}
+
+func ruleOf(b []byte) (*aais.Rule, error) {
+	r := new(aais.Rule)
+	if err := r.UnmarshalJSON(b); err != nil {
+		return nil, fmt.Errorf("sqlitestore: stored rule: %w", err)
+	}
+	return r, nil
 }
 
 func resolutionRecord(b []byte, dfp string) (aais.ResolutionRecord, error) {
@@ -523,6 +683,7 @@ func wrap(err error) error {
 	switch {
 	case errors.Is(err, aais.ErrConflict), errors.Is(err, aais.ErrUnknownRequest),
 		errors.Is(err, aais.ErrSequenceExhausted), errors.Is(err, aais.ErrInvalid),
+		errors.Is(err, aais.ErrUnknownRule), errors.Is(err, aais.ErrRuleInactive),
 		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return err
 	}

@@ -30,22 +30,33 @@ func open(t testing.TB, path string) *sqlitestore.Store {
 	return s
 }
 
+// reopen opens a second Store on s's file.
+func reopen(t *testing.T, s aais.Store) aais.Store {
+	return open(t, s.(*sqlitestore.Store).Path())
+}
+
 func TestConformance(t *testing.T) {
-	aaistest.Run(t, func(t *testing.T) aais.Store {
-		return open(t, filepath.Join(t.TempDir(), "store.db"))
+	aaistest.Run(t, aaistest.Backend{
+		New: func(t *testing.T) aais.Store {
+			return open(t, filepath.Join(t.TempDir(), "store.db"))
+		},
+		Reopen: reopen,
 	})
 }
 
 // The store must not deadlock or misbehave with a single pooled connection
 // shared by readers and the writer.
 func TestConformanceOneConnection(t *testing.T) {
-	aaistest.Run(t, func(t *testing.T) aais.Store {
-		s, err := sqlitestore.Open(t.Context(), filepath.Join(t.TempDir(), "store.db"), &sqlitestore.Options{MaxConns: 1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = s.Close() })
-		return s
+	aaistest.Run(t, aaistest.Backend{
+		New: func(t *testing.T) aais.Store {
+			s, err := sqlitestore.Open(t.Context(), filepath.Join(t.TempDir(), "store.db"), &sqlitestore.Options{MaxConns: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = s.Close() })
+			return s
+		},
+		Reopen: reopen,
 	})
 }
 
@@ -104,7 +115,7 @@ func wire(t testing.TB, m *aais.Message) string {
 // checkLog checks the log holds events 1..n with no gap.
 func checkLog(t *testing.T, s aais.Store, n int) aais.EventPage {
 	t.Helper()
-	p, err := s.EventsAfter(t.Context(), 0)
+	p, err := s.EventsAfter(t.Context(), 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -497,11 +508,11 @@ func TestResetReportsGap(t *testing.T) {
 	if err := s.Reset(ctx); err != nil {
 		t.Fatal(err)
 	}
-	p, err := s.EventsAfter(ctx, 0)
+	p, err := s.EventsAfter(ctx, 0, 0)
 	if err != nil || p.Gap || p.Latest != 0 || len(p.Events) != 0 || p.StoreID == old || p.StoreID == "" {
 		t.Fatalf("after reset, EventsAfter(0) = %+v, %v; want empty, a new store id", p, err)
 	}
-	if p, _ = s.EventsAfter(ctx, 3); !p.Gap {
+	if p, _ = s.EventsAfter(ctx, 3, 0); !p.Gap {
 		t.Fatal("after reset, EventsAfter(3) reports no gap")
 	}
 	if pending, asOf, err := s.Pending(ctx); err != nil || len(pending) != 0 || asOf != 0 {
