@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"modernc.org/sqlite"
@@ -48,11 +49,15 @@ type Store struct {
 	db          *sql.DB
 	path        string
 	busyTimeout time.Duration
-	// wmu serialises this Store's writers before they ask SQLite for the
-	// write lock, so goroutines of one process queue here (and honour ctx)
-	// instead of polling SQLite's busy handler. Other processes and other
-	// Stores on the same file are kept out by BEGIN IMMEDIATE.
-	wmu chan struct{}
+	// ops queues this Store's writes for the writer goroutine, which runs
+	// them in batches (group commit, see write), so goroutines of one
+	// process queue here (and honour ctx) instead of polling SQLite's busy
+	// handler. Other processes and other Stores on the same file are kept
+	// out by BEGIN IMMEDIATE.
+	ops       chan *writeOp
+	quit      chan struct{}
+	stopped   chan struct{}
+	closeOnce sync.Once
 }
 
 var _ aais.Store = (*Store)(nil)
@@ -73,7 +78,8 @@ func Open(ctx context.Context, path string, o *Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: %w", err)
 	}
-	s := &Store{path: abs, busyTimeout: DefaultBusyTimeout, wmu: make(chan struct{}, 1)}
+	s := &Store{path: abs, busyTimeout: DefaultBusyTimeout,
+		ops: make(chan *writeOp, maxBatch), quit: make(chan struct{}), stopped: make(chan struct{})}
 	maxConns := DefaultMaxConns
 	if o != nil {
 		if o.BusyTimeout > 0 {
@@ -106,8 +112,9 @@ func Open(ctx context.Context, path string, o *Options) (*Store, error) {
 	db.SetConnMaxLifetime(0)
 	db.SetConnMaxIdleTime(0)
 	s.db = db
+	go s.writer()
 	if err := s.init(ctx); err != nil {
-		_ = db.Close()
+		_ = s.Close()
 		return nil, fmt.Errorf("sqlitestore: open %s: %w", abs, err)
 	}
 	return s, nil
@@ -155,6 +162,10 @@ func (s *Store) init(ctx context.Context) error {
 
 // Close closes the database. Writes already acknowledged are on disk.
 func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		close(s.quit)
+		<-s.stopped
+	})
 	return s.db.Close()
 }
 
@@ -217,54 +228,96 @@ func (s *Store) CreateRequestIfAbsent(ctx context.Context, rec aais.RequestRecor
 	if err := aais.CheckRequestRecord(rec); err != nil {
 		return aais.RequestRecord{}, false, err
 	}
-	id := rec.Event.Request.ID
-	var owner []byte
-	if rec.Owner != nil {
-		b, err := json.Marshal(rec.Owner)
-		if err != nil {
-			return aais.RequestRecord{}, false, err
-		}
-		owner = b
-	}
 	var (
-		stored, storedOwner []byte
-		fp                  string
-		created             bool
+		stored  storedRequest
+		created bool
 	)
-	err := s.write(ctx, func(tx *sql.Tx) error {
-		created = false
-		err := tx.QueryRowContext(ctx, "SELECT event, fingerprint, owner FROM requests WHERE id = ?", id).Scan(&stored, &fp, &storedOwner)
-		switch {
-		case err == nil:
-			if fp != rec.Fingerprint {
-				return fmt.Errorf("%w: %s", aais.ErrConflict, id)
-			}
-			return nil
-		case !errors.Is(err, sql.ErrNoRows):
-			return err
-		}
-		b, seq, err := appendEvent(ctx, tx, rec.Event, id)
-		if err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx,
-			"INSERT INTO requests (id, fingerprint, event, sequence, owner) VALUES (?, ?, ?, ?, ?)",
-			id, rec.Fingerprint, b, seq, owner); err != nil {
-			return err
-		}
-		if rec.Resolution != nil {
-			if _, err := insertResolution(ctx, tx, id, *rec.Resolution); err != nil {
-				return err
-			}
-		}
-		stored, fp, storedOwner, created = b, rec.Fingerprint, owner, true
-		return nil
+	err := s.write(ctx, func(tx *sql.Tx) (err error) {
+		stored, created, err = createTx(ctx, tx, rec)
+		return err
 	})
 	if err != nil {
 		return aais.RequestRecord{}, false, wrap(err)
 	}
-	out, err := requestRecord(stored, fp, storedOwner)
+	out, err := requestRecord(stored.event, stored.fingerprint, stored.owner)
 	return out, created, err
+}
+
+// Import records many requests in one write, each as
+// CreateRequestIfAbsent would (existing identical requests are skipped),
+// and returns how many it created. It is all or nothing: one conflict or
+// invalid record and nothing is written. It is for bulk loads (moving
+// pending requests from another store, filling a store for a benchmark).
+func (s *Store) Import(ctx context.Context, recs []aais.RequestRecord) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	for _, rec := range recs {
+		if err := aais.CheckRequestRecord(rec); err != nil {
+			return 0, err
+		}
+	}
+	var n int
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		n = 0
+		for _, rec := range recs {
+			_, created, err := createTx(ctx, tx, rec)
+			if err != nil {
+				return err
+			}
+			if created {
+				n++
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, wrap(err)
+	}
+	return n, nil
+}
+
+// storedRequest is a requests row.
+type storedRequest struct {
+	event, owner []byte
+	fingerprint  string
+}
+
+// createTx is CreateRequestIfAbsent inside a write transaction.
+func createTx(ctx context.Context, tx *sql.Tx, rec aais.RequestRecord) (storedRequest, bool, error) {
+	id := rec.Event.Request.ID
+	var st storedRequest
+	err := tx.QueryRowContext(ctx, "SELECT event, fingerprint, owner FROM requests WHERE id = ?", id).Scan(&st.event, &st.fingerprint, &st.owner)
+	switch {
+	case err == nil:
+		if st.fingerprint != rec.Fingerprint {
+			return storedRequest{}, false, fmt.Errorf("%w: %s", aais.ErrConflict, id)
+		}
+		return st, false, nil
+	case !errors.Is(err, sql.ErrNoRows):
+		return storedRequest{}, false, err
+	}
+	var owner []byte
+	if rec.Owner != nil {
+		if owner, err = json.Marshal(rec.Owner); err != nil {
+			return storedRequest{}, false, err
+		}
+	}
+	b, seq, err := appendEvent(ctx, tx, rec.Event, id)
+	if err != nil {
+		return storedRequest{}, false, err
+	}
+	if _, err := tx.ExecContext(ctx,
+		"INSERT INTO requests (id, fingerprint, event, sequence, owner) VALUES (?, ?, ?, ?, ?)",
+		id, rec.Fingerprint, b, seq, owner); err != nil {
+		return storedRequest{}, false, err
+	}
+	if rec.Resolution != nil {
+		if _, err := insertResolution(ctx, tx, id, *rec.Resolution); err != nil {
+			return storedRequest{}, false, err
+		}
+	}
+	return storedRequest{event: b, owner: owner, fingerprint: rec.Fingerprint}, true, nil
 }
 
 // insertResolution records rec as the resolution of request id, with its

@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -575,45 +574,6 @@ func TestReturnsCopies(t *testing.T) {
 // BenchmarkCycle measures one approval cycle per op: create a request,
 // decide it, record the resolution, through an aais.Authority, with 1 and
 // 8 concurrent deciders.
-func BenchmarkCycle(b *testing.B) {
-	for _, deciders := range []int{1, 8} {
-		b.Run(fmt.Sprintf("deciders=%d", deciders), func(b *testing.B) {
-			s := open(b, filepath.Join(b.TempDir(), "bench.db"))
-			clock := aaistest.NewClock(aaistest.Start)
-			a := authority(b, s, clock)
-			ctx := context.Background()
-			var next atomic.Int64
-			b.ResetTimer()
-			var wg sync.WaitGroup
-			for range deciders {
-				wg.Go(func() {
-					for {
-						i := next.Add(1)
-						if i > int64(b.N) {
-							return
-						}
-						r := newRequest(b, clock.Now(), fmt.Sprint(i))
-						if _, _, err := a.Create(ctx, r); err != nil {
-							b.Error(err)
-							return
-						}
-						m, err := a.Decide(ctx, newDecision(b, r, aais.Approve, "", clock.Now()), aaistest.Actor, nil)
-						if err != nil || m.Resolution.Outcome != aais.OutcomeApproved {
-							b.Errorf("Decide: %v, %v", m, err)
-							return
-						}
-					}
-				})
-			}
-			wg.Wait()
-			b.StopTimer()
-			if el := b.Elapsed(); el > 0 {
-				b.ReportMetric(float64(b.N)/el.Seconds(), "cycles/s")
-			}
-		})
-	}
-}
-
 // TestHelperProcess is the child of TestCrossProcess; it does nothing
 // unless started by it.
 func TestHelperProcess(t *testing.T) {
