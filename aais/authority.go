@@ -538,8 +538,9 @@ func (a *Authority) State(ctx context.Context, id string) (RequestState, error) 
 
 // Wait polls the store every interval (100 ms when <= 0) until the request
 // is resolved, and returns its receipt; it returns ctx's error when ctx is
-// done first. It works across processes sharing a store. Expiry is not
-// swept here: run ExpireOverdue, or give ctx the request's deadline.
+// done first. It works across processes sharing a store. A request still
+// pending at its expires_at (on the authority's clock) is resolved as
+// expired by Wait itself, so a waiter never outlives the request.
 func (a *Authority) Wait(ctx context.Context, id string, interval time.Duration) (*Message, error) {
 	if interval <= 0 {
 		interval = 100 * time.Millisecond
@@ -553,6 +554,21 @@ func (a *Authority) Wait(ctx context.Context, id string, interval time.Duration)
 		}
 		if st.Resolution != nil {
 			return receiptOf(*st.Resolution)
+		}
+		req, err := requestOf(st.Request)
+		if err != nil {
+			return nil, err
+		}
+		if now := a.now(); !req.ExpiresAt.IsZero() && !now.Before(req.ExpiresAt.Time()) {
+			rec, err := a.resolution(req, nil, OutcomeExpired, now)
+			if err != nil {
+				return nil, err
+			}
+			stored, _, err := a.store.ResolveIfPending(ctx, rec)
+			if err != nil {
+				return nil, err
+			}
+			return receiptOf(stored)
 		}
 		select {
 		case <-ctx.Done():

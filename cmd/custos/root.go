@@ -66,6 +66,7 @@ verification, validation, compliance profiles), canonical JSON and digests
 		newValidateCommand(),
 		newProfileCommand(),
 		newEnvelopeCommand(),
+		newApprovalsCommand(),
 	)
 	return root
 }

@@ -1,0 +1,135 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/custos-runtime/custos/aais"
+)
+
+// requestJSON is an approval.requested message for request id running
+// command, offering approve once, approve for the session and deny.
+func requestJSON(t *testing.T, id, command string, ttl time.Duration) string {
+	t.Helper()
+	now := time.Now()
+	act, _ := json.Marshal(map[string]any{"kind": "process.exec", "name": "shell.exec",
+		"summary": "Run " + command, "arguments": map[string]any{"command": command}})
+	r, err := aais.NewRequest(aais.RequestParams{
+		ID: id, CreatedAt: now, ExpiresAt: now.Add(ttl),
+		Origin: aais.Origin{Harness: "cli-test", SessionID: "s-1"},
+		Action: json.RawMessage(act),
+		Risk:   aais.Risk{Level: aais.RiskMedium, Reasons: []string{"Runs a command"}},
+		Choices: []aais.Choice{
+			{Decision: aais.Approve, Scope: aais.ScopeOnce, Label: "Allow once"},
+			{Decision: aais.Approve, Scope: aais.ScopeSession, Label: "Allow node checks for the session",
+				ScopeConstraints: aais.Constraints{"action_name": []byte(`"shell.exec"`), "command_prefix": []byte(`"node --check "`)}},
+			{Decision: aais.Deny, Scope: aais.ScopeOnce, Label: "Deny"},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := aais.NewMessage(aais.Header{OccurredAt: now}, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := aais.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestApprovalsCommands(t *testing.T) {
+	for _, kind := range []string{"sqlite", "file"} {
+		t.Run(kind, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "approvals.db")
+			if kind == "file" {
+				path = filepath.Join(t.TempDir(), "approvals.json")
+			}
+			st := "--store=" + kind + ":" + path
+			step := func(stdin string, wantCode int, wantOut string, args ...string) string {
+				t.Helper()
+				code, out, errOut := custos(t, stdin, append([]string{"approvals", st}, args...)...)
+				if code != wantCode || !strings.Contains(out+errOut, wantOut) {
+					t.Fatalf("custos approvals %s: exit %d, want %d, output %q\nstdout: %s\nstderr: %s",
+						strings.Join(args, " "), code, wantCode, wantOut, out, errOut)
+				}
+				return out
+			}
+			step("", 0, "No pending requests.", "list")
+			step(requestJSON(t, "apr_1", "node --check a.js", time.Hour), 0, "apr_1 recorded, pending (event 1)", "submit")
+			step(requestJSON(t, "apr_1", "node --check a.js", time.Hour), 1, "already used by a different request", "submit", "-")
+			step("", 0, "apr_1", "list")
+			show := step("", 0, `"command": "node --check a.js"`, "show", "apr_1")
+			if !strings.Contains(show, "State     pending") || !strings.Contains(show, "approve session") {
+				t.Fatalf("show:\n%s", show)
+			}
+			step("", 2, "does not offer (approve, persistent)", "approve", "apr_1", "--scope", "persistent")
+			step("", 1, "outcome stale", "approve", "apr_1", "--digest", "sha256:"+strings.Repeat("0", 64))
+			// The stale answer burned the request.
+			step("", 1, "outcome conflict", "approve", "apr_1")
+
+			step(requestJSON(t, "apr_2", "node --check b.js", time.Hour), 0, "pending", "submit")
+			step("", 0, "Outcome   approved (scope session)", "approve", "apr_2", "--scope", "session")
+			rules := step("", 0, "session  active", "rules")
+			ruleID := strings.Fields(strings.Split(rules, "\n")[1])[0]
+			step(requestJSON(t, "apr_3", "node --check c.js", time.Hour), 0, "approved automatically by rule "+ruleID, "submit", "--wait")
+			step(requestJSON(t, "apr_4", "rm -rf /", time.Hour), 0, "pending", "submit")
+			step("", 0, "Revoked rule "+ruleID, "revoke", ruleID)
+			step("", 0, "already revoked", "revoke", ruleID)
+			step("", 0, "No rules.", "rules")
+			step("", 0, "revoked by", "rules", "--all")
+			step("", 1, "unknown approval rule", "revoke", "rul_nope")
+			step(requestJSON(t, "apr_5", "node --check d.js", time.Hour), 0, "recorded, pending", "submit")
+			step("", 0, "Outcome   denied", "deny", "apr_4")
+			step("", 1, "unknown request", "show", "apr_nope")
+
+			snap := step("", 0, `"type":"approval.snapshot"`, "snapshot")
+			m, err := aais.Parse(bytes.TrimSpace([]byte(snap)))
+			if err != nil || len(m.Snapshot.Pending) != 1 || m.Snapshot.Pending[0].ID != "apr_5" {
+				t.Fatalf("snapshot %s: %v", snap, err)
+			}
+			list := step("", 0, "", "list", "--json")
+			if lm, err := aais.Parse(bytes.TrimSpace([]byte(list))); err != nil || lm.Snapshot.AsOfSequence != m.Snapshot.AsOfSequence {
+				t.Fatalf("list --json: %v", err)
+			}
+
+			// A waiter on a request that expires gets the expired receipt.
+			step(requestJSON(t, "apr_6", "make", time.Second), 1, "outcome expired", "submit", "--wait")
+
+			ctx, cancel := context.WithTimeout(context.Background(), 700*time.Millisecond)
+			defer cancel()
+			var out, errOut bytes.Buffer
+			if code := run(ctx, []string{"approvals", st, "watch", "--after", "0", "--json", "--interval", "20ms"}, strings.NewReader(""), &out, &errOut); code != 0 {
+				t.Fatalf("watch: exit %d: %s", code, errOut.String())
+			}
+			lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+			for i, l := range lines {
+				m, err := aais.Parse([]byte(l))
+				if err != nil || m.Sequence != uint64(i+1) {
+					t.Fatalf("watch line %d: %v (%s)", i, err, l)
+				}
+			}
+			if len(lines) < 10 {
+				t.Fatalf("watch printed %d events", len(lines))
+			}
+		})
+	}
+}
+
+func TestApprovalsStoreLocation(t *testing.T) {
+	code, _, errOut := custos(t, "", "approvals", "--store", "postgres://localhost/x", "list")
+	if code != exitUsage || !strings.Contains(errOut, "PostgreSQL") {
+		t.Fatalf("postgres store: exit %d, %s", code, errOut)
+	}
+	t.Setenv("CUSTOS_DATA_DIR", t.TempDir())
+	if code, out, errOut := custos(t, "", "approvals", "--store", "", "list"); code != 0 || !strings.Contains(out, "No pending") {
+		t.Fatalf("default store: exit %d, %s%s", code, out, errOut)
+	}
+}

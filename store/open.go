@@ -1,0 +1,160 @@
+// Package store opens the approval store a location names, so that the
+// commands and the gateway agree on what "--store" means. The backends
+// live in the sub-packages: memstore (memory), filestore (one JSON file
+// shared by processes) and sqlitestore (SQLite, the default).
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+
+	"github.com/custos-runtime/custos/aais"
+	"github.com/custos-runtime/custos/store/filestore"
+	"github.com/custos-runtime/custos/store/memstore"
+	"github.com/custos-runtime/custos/store/sqlitestore"
+)
+
+// DefaultFile is the SQLite file name used when a location is a directory.
+const DefaultFile = "approvals.db"
+
+// ErrUnsupported: the location names a backend this build does not have.
+var ErrUnsupported = errors.New("store: unsupported location")
+
+// Kind names a backend.
+type Kind string
+
+// The backends Open knows.
+const (
+	KindSQLite Kind = "sqlite"
+	KindFile   Kind = "file"
+	KindMemory Kind = "memory"
+)
+
+// Location is a parsed store location.
+type Location struct {
+	Kind Kind
+	// Path is the file (sqlite, file); "" for memory.
+	Path string
+}
+
+// String returns the location in the form Parse reads.
+func (l Location) String() string {
+	switch l.Kind {
+	case KindMemory:
+		return "memory:"
+	case KindFile:
+		return "file:" + l.Path
+	}
+	return "sqlite:" + l.Path
+}
+
+// Parse reads a store location:
+//
+//	""                      the SQLite file approvals.db in DefaultDataDir()
+//	sqlite:PATH             a SQLite database file
+//	file:PATH               a filestore JSON state file
+//	memory:                 an in-memory store (gone when the process ends)
+//	PATH ending in .json    a filestore file
+//	an existing directory   DIR/approvals.db (SQLite)
+//	any other PATH          a SQLite database file
+//
+// postgres:// and postgresql:// URLs are refused with ErrUnsupported until
+// this build has a PostgreSQL store.
+func Parse(s string) (Location, error) {
+	switch {
+	case s == "":
+		dir, err := DefaultDataDir()
+		if err != nil {
+			return Location{}, err
+		}
+		return Location{Kind: KindSQLite, Path: filepath.Join(dir, DefaultFile)}, nil
+	case s == "memory:":
+		return Location{Kind: KindMemory}, nil
+	case strings.HasPrefix(s, "postgres://"), strings.HasPrefix(s, "postgresql://"):
+		return Location{}, fmt.Errorf("%w: PostgreSQL stores are not in this build", ErrUnsupported)
+	case strings.HasPrefix(s, "sqlite:"):
+		return pathLocation(KindSQLite, strings.TrimPrefix(s, "sqlite:"))
+	case strings.HasPrefix(s, "file:"):
+		return pathLocation(KindFile, strings.TrimPrefix(s, "file:"))
+	case strings.Contains(s, "://"):
+		return Location{}, fmt.Errorf("%w: %q", ErrUnsupported, s)
+	case strings.HasSuffix(strings.ToLower(s), ".json"):
+		return pathLocation(KindFile, s)
+	}
+	if fi, err := os.Stat(s); err == nil && fi.IsDir() {
+		return pathLocation(KindSQLite, filepath.Join(s, DefaultFile))
+	}
+	return pathLocation(KindSQLite, s)
+}
+
+func pathLocation(k Kind, p string) (Location, error) {
+	if p == "" {
+		return Location{}, fmt.Errorf("store: %s location without a path", k)
+	}
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return Location{}, fmt.Errorf("store: %w", err)
+	}
+	return Location{Kind: k, Path: abs}, nil
+}
+
+// DefaultDataDir is where Custos keeps its data when not told otherwise:
+// $CUSTOS_DATA_DIR when set, else the per-user data directory
+// ($XDG_DATA_HOME/custos or ~/.local/share/custos on Unix,
+// ~/Library/Application Support/custos on macOS, %LocalAppData%\custos on
+// Windows).
+func DefaultDataDir() (string, error) {
+	if d := os.Getenv("CUSTOS_DATA_DIR"); d != "" {
+		return d, nil
+	}
+	switch runtime.GOOS {
+	case "windows":
+		if d := os.Getenv("LocalAppData"); d != "" {
+			return filepath.Join(d, "custos"), nil
+		}
+	case "darwin", "ios":
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", fmt.Errorf("store: no data directory: %w", err)
+		}
+		return filepath.Join(home, "Library", "Application Support", "custos"), nil
+	default:
+		if d := os.Getenv("XDG_DATA_HOME"); d != "" && filepath.IsAbs(d) {
+			return filepath.Join(d, "custos"), nil
+		}
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("store: no data directory (set CUSTOS_DATA_DIR): %w", err)
+	}
+	return filepath.Join(home, ".local", "share", "custos"), nil
+}
+
+// Store is an open store and what closes it.
+type Store interface {
+	aais.Store
+	io.Closer
+}
+
+// Open opens the store at l, creating it when missing.
+func Open(ctx context.Context, l Location) (Store, error) {
+	switch l.Kind {
+	case KindMemory:
+		return nopCloser{memstore.New()}, nil
+	case KindFile:
+		return filestore.Open(l.Path, nil)
+	case KindSQLite:
+		return sqlitestore.Open(ctx, l.Path, nil)
+	}
+	return nil, fmt.Errorf("%w: kind %q", ErrUnsupported, l.Kind)
+}
+
+type nopCloser struct{ *memstore.Store }
+
+func (nopCloser) Close() error { return nil }
