@@ -531,6 +531,23 @@ func (a *Authority) RevokeRule(ctx context.Context, id string, by Actor) (rule *
 	return a.store.RevokeRule(ctx, id, a.now(), by)
 }
 
+// Activity builds an approval.activity message about a known request: a
+// display-only progress note ("waiting for the sandbox", "running") that a
+// presenter shows next to it and that never changes approval state.
+// Activity messages are not recorded: they carry the store's latest
+// sequence, and a View ignores them for ordering.
+func (a *Authority) Activity(ctx context.Context, requestID, message, stage string) (*Message, error) {
+	if _, err := a.store.RequestState(ctx, requestID); err != nil {
+		return nil, err
+	}
+	p, err := a.store.EventsAfter(ctx, MaxSequence, 1)
+	if err != nil {
+		return nil, err
+	}
+	return a.opts.NewMessage(Header{OccurredAt: a.now(), Sequence: p.Latest, Stream: a.stream},
+		&Activity{RequestID: requestID, Message: message, Stage: stage})
+}
+
 // State returns what the store knows about one request.
 func (a *Authority) State(ctx context.Context, id string) (RequestState, error) {
 	return a.store.RequestState(ctx, id)

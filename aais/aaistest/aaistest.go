@@ -111,6 +111,8 @@ func Run(t *testing.T, b Backend) {
 		{"SecondHandleSeesEverything", testSecondHandle},
 		{"RestartPreservesPendingAndRules", testRestart},
 		{"WaitAcrossHandles", testWaitAcrossHandles},
+		{"SnapshotAndEventsRebuildPending", testViewRebuild},
+		{"ActivityChangesNothing", testActivity},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -425,3 +425,69 @@ func testWaitAcrossHandles(t *testing.T, f *fixture) {
 		t.Fatalf("Wait = %v, %v; want the denial recorded through the other handle", got, waitErr)
 	}
 }
+
+// testViewRebuild: a presenter that restores from a snapshot taken mid-way
+// and applies the events after it sees exactly the pending set of a fresh
+// snapshot; one that missed an event is told so.
+func testViewRebuild(t *testing.T, f *fixture) {
+	a, _ := f.create(t, "a", reqOpt{})
+	f.create(t, "b", reqOpt{})
+	mid, err := f.auth.Snapshot(f.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.decide(t, f.decision(t, a, aais.Deny, aais.ScopeOnce, ""), nil)
+	c, _ := f.create(t, "c", reqOpt{})
+	f.create(t, "d", reqOpt{})
+	f.decide(t, f.decision(t, c, aais.Approve, aais.ScopeOnce, ""), nil)
+
+	var v aais.View
+	if err := v.Restore(mid); err != nil {
+		t.Fatal(err)
+	}
+	p := f.events(t, mid.Snapshot.AsOfSequence)
+	for _, e := range p.Events {
+		if _, err := v.Apply(e); err != nil {
+			t.Fatalf("Apply(%d): %v", e.Sequence, err)
+		}
+	}
+	fresh, err := f.auth.Snapshot(f.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got, want []string
+	for _, r := range v.Pending(f.clock.Now()) {
+		got = append(got, r.ID)
+	}
+	for _, r := range fresh.Snapshot.Pending {
+		want = append(want, r.ID)
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) || v.Sequence() != fresh.Snapshot.AsOfSequence {
+		t.Fatalf("rebuilt view: %v at %d; fresh snapshot: %v at %d", got, v.Sequence(), want, fresh.Snapshot.AsOfSequence)
+	}
+	var late aais.View
+	if err := late.Restore(mid); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := late.Apply(p.Events[1]); !errors.Is(err, aais.ErrGap) {
+		t.Fatalf("applying an event past a missed one: err = %v, want ErrGap", err)
+	}
+}
+
+func testActivity(t *testing.T, f *fixture) {
+	r, _ := f.create(t, "1", reqOpt{})
+	before := f.events(t, 0)
+	m, err := f.auth.Activity(f.ctx, r.ID, "Waiting for the sandbox", "queued")
+	if err != nil {
+		t.Fatalf("Activity: %v", err)
+	}
+	if m.Type != aais.TypeActivity || m.Activity.RequestID != r.ID || m.Sequence != before.Latest {
+		t.Fatalf("activity message: %s for %s at %d", m.Type, m.Activity.RequestID, m.Sequence)
+	}
+	if after := f.events(t, 0); after.Latest != before.Latest || !f.state(t, r.ID).Pending() {
+		t.Fatal("an activity message changed the store")
+	}
+	if _, err := f.auth.Activity(f.ctx, "apr_unknown", "x", ""); !errors.Is(err, aais.ErrUnknownRequest) {
+		t.Fatalf("activity about an unknown request: err = %v", err)
+	}
+}
