@@ -49,7 +49,8 @@ and pauses for a human when a compliance profile says so.
 
 This build provides the protocol tools: ARSIA 1.0 envelopes (keys, signing,
 verification, validation, compliance profiles), canonical JSON and digests
-(RFC 8785) and Agent Status Codes (ASC 0.1).`,
+(RFC 8785), Agent Status Codes (ASC 0.1), and AAIS 1.0 approvals on a local
+store (custos approvals).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}

@@ -9,7 +9,7 @@ import (
 	"github.com/custos-runtime/custos/aais/aaistest"
 )
 
-var benchPending = flag.String("pending", "1000,10000", "comma-separated pending counts for BenchmarkCycle")
+var benchPending = flag.String("pending", "100,1000", "comma-separated pending counts for BenchmarkCycle")
 
 // BenchmarkCycle measures durable create → decide → resolve cycles at each
 // -pending count, with 1 and 8 concurrent workers. Every write rewrites
