@@ -75,6 +75,9 @@ var schemas = sync.OnceValues(func() (*compiledSchemas, error) {
 // branch the document's "type" selects, because the top-level oneOf would
 // otherwise report every branch's complaint (mostly "type must be ...").
 func schemaIssues(doc any) ([]Issue, error) {
+	if fastValid(doc) { // certainly valid; see fastpath.go
+		return nil, nil
+	}
 	s, err := schemas()
 	if err != nil {
 		return nil, err
