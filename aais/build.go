@@ -290,11 +290,8 @@ func (o *Options) NewMessage(h Header, p Payload) (*Message, error) {
 	if err := m.set(p); err != nil {
 		return nil, err
 	}
-	b, err := o.Marshal(m)
-	if err != nil {
-		return nil, err
-	}
-	return o.Parse(b)
+	_, c, err := o.MarshalCopy(m)
+	return c, err
 }
 
 // set stores p as m's payload and sets m.Type.
@@ -341,11 +338,8 @@ func (o *Options) checkPayload(p Payload, at Timestamp) (*Message, error) {
 	if err := m.set(p); err != nil {
 		return nil, err
 	}
-	b, err := o.Marshal(m)
-	if err != nil {
-		return nil, err
-	}
-	return o.Parse(b)
+	_, c, err := o.MarshalCopy(m)
+	return c, err
 }
 
 // idOr returns id, or a new one with the prefix when id is "".

@@ -1,9 +1,11 @@
 package aais
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 
 	"github.com/custos-runtime/custos/jcs"
 )
@@ -103,21 +105,36 @@ func Marshal(m *Message) ([]byte, error) {
 
 // Marshal is the package-level Marshal under o's limits.
 func (o *Options) Marshal(m *Message) ([]byte, error) {
+	b, _, err := o.MarshalCopy(m)
+	return b, err
+}
+
+// MarshalCopy is Marshal that also returns the message read back from the
+// bytes it wrote: a deep, validated copy that shares nothing with m. A
+// store that keeps the bytes returns the copy instead of parsing them
+// again.
+func MarshalCopy(m *Message) ([]byte, *Message, error) {
+	return (*Options)(nil).MarshalCopy(m)
+}
+
+// MarshalCopy is the package-level MarshalCopy under o's limits.
+func (o *Options) MarshalCopy(m *Message) ([]byte, *Message, error) {
 	if m == nil {
-		return nil, fmt.Errorf("%w: nil message", ErrInvalid)
+		return nil, nil, fmt.Errorf("%w: nil message", ErrInvalid)
 	}
 	w, err := m.toWire()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	b, err := encode(w)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+		return nil, nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	if _, err := o.Parse(b); err != nil {
-		return nil, err
+	c, err := o.Parse(b)
+	if err != nil {
+		return nil, nil, err
 	}
-	return b, nil
+	return b, c, nil
 }
 
 // Validate reports whether m is a valid message, exactly as Parse would
@@ -141,4 +158,40 @@ func (m *Message) UnmarshalJSON(data []byte) error {
 	}
 	*m = *p
 	return nil
+}
+
+// SetSequence returns a copy of data, the JSON of a message as Marshal or
+// MarshalCopy wrote it, with the envelope's sequence replaced by seq. A
+// store that numbers events inside a transaction marshals and validates
+// the message before taking its write lock and only sets the number under
+// it. Anything but Marshal's own output is refused (ErrInvalid).
+//
+// Marshal writes "aais", "type", "id", "occurred_at" and then "sequence",
+// and the first three values are strings whose patterns exclude '"' and
+// '\', so the first `"sequence":` member name is the envelope's.
+func SetSequence(data []byte, seq uint64) ([]byte, error) {
+	if seq > MaxSequence {
+		return nil, fmt.Errorf("%w: sequence %d above %d", ErrInvalid, seq, uint64(MaxSequence))
+	}
+	const prefix = `{"aais":"1.0","type":"`
+	const key = `","sequence":`
+	if !bytes.HasPrefix(data, []byte(prefix)) {
+		return nil, fmt.Errorf("%w: not a message written by Marshal", ErrInvalid)
+	}
+	i := bytes.Index(data, []byte(key))
+	if i < 0 || bytes.ContainsRune(data[len(prefix):i], '\\') {
+		return nil, fmt.Errorf("%w: not a message written by Marshal", ErrInvalid)
+	}
+	start := i + len(key)
+	end := start
+	for end < len(data) && data[end] >= '0' && data[end] <= '9' {
+		end++
+	}
+	if end == start || end == len(data) || (data[end] != ',' && data[end] != '}') {
+		return nil, fmt.Errorf("%w: not a message written by Marshal", ErrInvalid)
+	}
+	out := make([]byte, 0, len(data)+20)
+	out = append(out, data[:start]...)
+	out = strconv.AppendUint(out, seq, 10)
+	return append(out, data[end:]...), nil
 }
