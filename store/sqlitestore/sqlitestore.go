@@ -4,31 +4,26 @@ import (
 	"context"
 	"crypto/rand"
 	"database/sql"
+	"embed"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/url"
-	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
-	"sync"
 	"time"
 
-	"modernc.org/sqlite"
-
 	"github.com/custos-runtime/custos/aais"
+	"github.com/custos-runtime/custos/internal/migrations"
+	"github.com/custos-runtime/custos/internal/sqlitedb"
 )
 
 // Defaults applied when an Options field is zero.
 const (
 	// DefaultBusyTimeout is how long a statement waits for a lock another
 	// connection (or process) holds before giving up with SQLITE_BUSY.
-	DefaultBusyTimeout = 5 * time.Second
+	DefaultBusyTimeout = sqlitedb.DefaultBusyTimeout
 	// DefaultMaxConns is the size of the connection pool. Writes are
 	// serialised anyway; the other connections serve concurrent readers.
-	DefaultMaxConns = 4
+	DefaultMaxConns = sqlitedb.DefaultMaxConns
 )
 
 // Options tunes a Store. A nil *Options, and every zero field, means the
@@ -44,23 +39,44 @@ type Options struct {
 
 // Store is an aais.Store kept in one SQLite database file. It is safe for
 // concurrent use, and several Stores, in one process or in several, may
-// open the same file: they then share one event stream.
+// open the same file: they then share one event stream. Concurrent writes
+// of one Store share one transaction and one fsync (group commit, package
+// internal/sqlitedb).
 type Store struct {
-	db          *sql.DB
-	path        string
-	busyTimeout time.Duration
-	// ops queues this Store's writes for the writer goroutine, which runs
-	// them in batches (group commit, see write), so goroutines of one
-	// process queue here (and honour ctx) instead of polling SQLite's busy
-	// handler. Other processes and other Stores on the same file are kept
-	// out by BEGIN IMMEDIATE.
-	ops       chan *writeOp
-	quit      chan struct{}
-	stopped   chan struct{}
-	closeOnce sync.Once
+	db *sqlitedb.DB
 }
 
 var _ aais.Store = (*Store)(nil)
+
+//go:embed migrations/*.sql
+var migrationFS embed.FS
+
+// schema is how Open migrates a file: the store's identity is created with
+// the first migration, and a file whose schema exists without it is
+// refused rather than silently given a new identity.
+var schema = sqlitedb.Migrations{
+	FS:  migrationFS,
+	Dir: "migrations",
+	Applied: func(ctx context.Context, tx *sqlitedb.Tx, m migrations.Migration) error {
+		if m.Version != 1 {
+			return nil
+		}
+		_, err := tx.ExecContext(ctx, "INSERT INTO meta (singleton, store_id, created_at) VALUES (1, ?, ?)",
+			newID(), time.Now().UTC().Format(time.RFC3339Nano))
+		return err
+	},
+	Check: func(ctx context.Context, tx *sqlitedb.Tx) error {
+		var id string
+		err := tx.QueryRowContext(ctx, "SELECT store_id FROM meta WHERE singleton = 1").Scan(&id)
+		if errors.Is(err, sql.ErrNoRows) {
+			return errMetaMissing
+		}
+		return err
+	},
+}
+
+// SchemaVersion is the schema version this build creates and reads.
+func SchemaVersion() int { return schema.SchemaVersion() }
 
 // Open opens the store kept in the database file at path, creating the
 // file (mode 0600) and its parent directory (mode 0700) when missing, and
@@ -68,115 +84,34 @@ var _ aais.Store = (*Store)(nil)
 // SQLite database, or whose schema is newer than this build, is refused.
 // o may be nil.
 func Open(ctx context.Context, path string, o *Options) (*Store, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	if path == "" {
-		return nil, errors.New("sqlitestore: empty path")
-	}
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		return nil, fmt.Errorf("sqlitestore: %w", err)
-	}
-	s := &Store{path: abs, busyTimeout: DefaultBusyTimeout,
-		ops: make(chan *writeOp, maxBatch), quit: make(chan struct{}), stopped: make(chan struct{})}
-	maxConns := DefaultMaxConns
+	var so sqlitedb.Options
 	if o != nil {
-		if o.BusyTimeout > 0 {
-			s.busyTimeout = o.BusyTimeout
-		}
-		if o.MaxConns > 0 {
-			maxConns = o.MaxConns
-		}
+		so.BusyTimeout, so.MaxConns = o.BusyTimeout, o.MaxConns
 	}
-	if err := os.MkdirAll(filepath.Dir(abs), 0o700); err != nil {
-		return nil, fmt.Errorf("sqlitestore: %w", err)
-	}
-	// Create the file ourselves so that it gets mode 0600 whatever the
-	// umask lets SQLite use; SQLite gives the -wal and -shm files the mode
-	// of the database file. An existing file is left as it is.
-	f, err := os.OpenFile(abs, os.O_RDWR|os.O_CREATE, 0o600)
+	db, err := sqlitedb.Open(ctx, path, &so, schema)
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: %w", err)
 	}
-	if err := f.Close(); err != nil {
+	if err := db.Prepare(ctx, hotQueries...); err != nil {
+		_ = db.Close()
 		return nil, fmt.Errorf("sqlitestore: %w", err)
 	}
-
-	db, err := sql.Open("sqlite", dsn(abs, s.busyTimeout))
-	if err != nil {
-		return nil, fmt.Errorf("sqlitestore: %w", err)
-	}
-	db.SetMaxOpenConns(maxConns)
-	db.SetMaxIdleConns(maxConns)
-	db.SetConnMaxLifetime(0)
-	db.SetConnMaxIdleTime(0)
-	s.db = db
-	go s.writer()
-	if err := s.init(ctx); err != nil {
-		_ = s.Close()
-		return nil, fmt.Errorf("sqlitestore: open %s: %w", abs, err)
-	}
-	return s, nil
-}
-
-// dsn is the driver's connection string: the file as an SQLite URI, and
-// the pragmas every connection runs when it is opened.
-func dsn(abs string, busy time.Duration) string {
-	p := filepath.ToSlash(abs)
-	if !strings.HasPrefix(p, "/") {
-		p = "/" + p // Windows: file:///C:/dir/store.db
-	}
-	u := url.URL{Path: p}
-	q := url.Values{}
-	q.Set("_busy_timeout", strconv.FormatInt(busy.Milliseconds(), 10))
-	q.Set("_journal_mode", "WAL")
-	q.Set("_synchronous", "FULL")
-	q.Set("_foreign_keys", "1")
-	q.Set("_txlock", "immediate")
-	// macOS's fsync does not flush the drive's cache; F_FULLFSYNC does.
-	// Elsewhere the pragmas are no-ops.
-	q.Add("_pragma", "fullfsync(1)")
-	q.Add("_pragma", "checkpoint_fullfsync(1)")
-	q.Add("_pragma", "trusted_schema(0)")
-	// "file:" + escaped path keeps '?', '#' and '%' in file names from
-	// being read as URI syntax. Query parameters SQLite does not know (the
-	// driver's underscore keys) are ignored by SQLite.
-	return "file://" + u.EscapedPath() + "?" + q.Encode()
-}
-
-// init checks the connection settings and applies the migrations.
-func (s *Store) init(ctx context.Context) error {
-	var mode string
-	err := s.retry(ctx, func() error {
-		return s.db.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode)
-	})
-	if err != nil {
-		return err
-	}
-	if mode != "wal" {
-		return fmt.Errorf("journal_mode is %q, want wal (is the file on a file system without shared memory?)", mode)
-	}
-	return s.migrate(ctx)
+	return &Store{db: db}, nil
 }
 
 // Close closes the database. Writes already acknowledged are on disk.
 func (s *Store) Close() error {
-	s.closeOnce.Do(func() {
-		close(s.quit)
-		<-s.stopped
-	})
 	return s.db.Close()
 }
 
 // Path returns the absolute path of the database file.
-func (s *Store) Path() string { return s.path }
+func (s *Store) Path() string { return s.db.Path() }
 
 // ID returns the store's identity, the StoreID of every EventPage.
 func (s *Store) ID(ctx context.Context) (string, error) {
 	var id string
-	err := s.retry(ctx, func() error {
-		return s.db.QueryRowContext(ctx, "SELECT store_id FROM meta WHERE singleton = 1").Scan(&id)
+	err := s.db.Retry(ctx, func() error {
+		return s.db.SQL().QueryRowContext(ctx, "SELECT store_id FROM meta WHERE singleton = 1").Scan(&id)
 	})
 	if err != nil {
 		return "", fmt.Errorf("sqlitestore: %w", err)
@@ -189,7 +124,7 @@ func (s *Store) ID(ctx context.Context) (string, error) {
 // notice through EventPage.Gap and StoreID. It is meant for tests and
 // operators; every Store open on the file sees the reset.
 func (s *Store) Reset(ctx context.Context) error {
-	return s.write(ctx, func(tx *sql.Tx) error {
+	return s.db.Write(ctx, func(tx *sqlitedb.Tx) error {
 		for _, q := range []string{
 			"DELETE FROM rules",
 			"DELETE FROM resolutions",
@@ -213,6 +148,26 @@ func (s *Store) Reset(ctx context.Context) error {
 
 var errMetaMissing = errors.New("store metadata row missing")
 
+// The statements every approval cycle runs. Open prepares them once;
+// transactions reuse them, so SQLite does not parse them again for every
+// write.
+const (
+	qRequest          = "SELECT event, fingerprint, owner FROM requests WHERE id = ?"
+	qInsertRequest    = "INSERT INTO requests (id, fingerprint, event, sequence, owner) VALUES (?, ?, ?, ?, ?)"
+	qRuleRevoked      = "SELECT revoked FROM rules WHERE id = ?"
+	qInsertResolution = "INSERT INTO resolutions (request_id, decision_fingerprint, event, sequence, by_rule) VALUES (?, ?, ?, ?, ?)"
+	qRequestState     = `SELECT r.event, r.fingerprint, r.owner, s.event, s.decision_fingerprint
+		FROM requests r LEFT JOIN resolutions s ON s.request_id = r.id WHERE r.id = ?`
+	qResolution = `SELECT s.event, s.decision_fingerprint
+		FROM requests r LEFT JOIN resolutions s ON s.request_id = r.id WHERE r.id = ?`
+	qInsertEvent = "INSERT INTO events (sequence, type, request_id, json) VALUES (?, ?, ?, ?)"
+	qLatest      = "SELECT coalesce(max(sequence), 0) FROM events"
+	qRules       = "SELECT json FROM rules"
+)
+
+var hotQueries = []string{qRequest, qInsertRequest, qRuleRevoked, qInsertResolution, qRequestState,
+	qResolution, qInsertEvent, qLatest, qRules}
+
 func newID() string {
 	var b [16]byte
 	// crypto/rand.Read never returns an error since Go 1.24.
@@ -228,18 +183,22 @@ func (s *Store) CreateRequestIfAbsent(ctx context.Context, rec aais.RequestRecor
 	if err := aais.CheckRequestRecord(rec); err != nil {
 		return aais.RequestRecord{}, false, err
 	}
+	p, err := prepareRequest(rec)
+	if err != nil {
+		return aais.RequestRecord{}, false, err
+	}
 	var (
 		stored  storedRequest
 		created bool
 	)
-	err := s.write(ctx, func(tx *sql.Tx) (err error) {
-		stored, created, err = createTx(ctx, tx, rec)
+	err = s.db.Write(ctx, func(tx *sqlitedb.Tx) (err error) {
+		stored, created, err = createTx(ctx, tx, p)
 		return err
 	})
 	if err != nil {
 		return aais.RequestRecord{}, false, wrap(err)
 	}
-	out, err := requestRecord(stored.event, stored.fingerprint, stored.owner)
+	out, err := requestRecord(stored.msg, stored.event, stored.fingerprint, stored.owner)
 	return out, created, err
 }
 
@@ -252,16 +211,22 @@ func (s *Store) Import(ctx context.Context, recs []aais.RequestRecord) (int, err
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
-	for _, rec := range recs {
+	ps := make([]preparedRequest, len(recs))
+	for i, rec := range recs {
 		if err := aais.CheckRequestRecord(rec); err != nil {
 			return 0, err
 		}
+		p, err := prepareRequest(rec)
+		if err != nil {
+			return 0, err
+		}
+		ps[i] = p
 	}
 	var n int
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.db.Write(ctx, func(tx *sqlitedb.Tx) error {
 		n = 0
-		for _, rec := range recs {
-			_, created, err := createTx(ctx, tx, rec)
+		for _, p := range ps {
+			_, created, err := createTx(ctx, tx, p)
 			if err != nil {
 				return err
 			}
@@ -277,17 +242,37 @@ func (s *Store) Import(ctx context.Context, recs []aais.RequestRecord) (int, err
 	return n, nil
 }
 
-// storedRequest is a requests row.
+// preparedRequest is a request record with its events marshalled.
+type preparedRequest struct {
+	aais.RequestRecord
+	event, resolution event
+}
+
+func prepareRequest(rec aais.RequestRecord) (preparedRequest, error) {
+	p := preparedRequest{RequestRecord: rec}
+	var err error
+	if p.event, err = newEvent(rec.Event); err != nil {
+		return p, err
+	}
+	if rec.Resolution != nil {
+		p.resolution, err = newEvent(rec.Resolution.Event)
+	}
+	return p, err
+}
+
+// storedRequest is a requests row; msg is its event when this
+// transaction wrote it (nil: parse event).
 type storedRequest struct {
 	event, owner []byte
 	fingerprint  string
+	msg          *aais.Message
 }
 
 // createTx is CreateRequestIfAbsent inside a write transaction.
-func createTx(ctx context.Context, tx *sql.Tx, rec aais.RequestRecord) (storedRequest, bool, error) {
+func createTx(ctx context.Context, tx *sqlitedb.Tx, rec preparedRequest) (storedRequest, bool, error) {
 	id := rec.Event.Request.ID
 	var st storedRequest
-	err := tx.QueryRowContext(ctx, "SELECT event, fingerprint, owner FROM requests WHERE id = ?", id).Scan(&st.event, &st.fingerprint, &st.owner)
+	err := tx.QueryRowContext(ctx, qRequest, id).Scan(&st.event, &st.fingerprint, &st.owner)
 	switch {
 	case err == nil:
 		if st.fingerprint != rec.Fingerprint {
@@ -303,30 +288,30 @@ func createTx(ctx context.Context, tx *sql.Tx, rec aais.RequestRecord) (storedRe
 			return storedRequest{}, false, err
 		}
 	}
-	b, seq, err := appendEvent(ctx, tx, rec.Event, id)
+	b, msg, seq, err := appendEvent(ctx, tx, rec.event, id)
 	if err != nil {
 		return storedRequest{}, false, err
 	}
 	if _, err := tx.ExecContext(ctx,
-		"INSERT INTO requests (id, fingerprint, event, sequence, owner) VALUES (?, ?, ?, ?, ?)",
+		qInsertRequest,
 		id, rec.Fingerprint, b, seq, owner); err != nil {
 		return storedRequest{}, false, err
 	}
 	if rec.Resolution != nil {
-		if _, err := insertResolution(ctx, tx, id, *rec.Resolution); err != nil {
+		if _, err := insertResolution(ctx, tx, id, *rec.Resolution, rec.resolution); err != nil {
 			return storedRequest{}, false, err
 		}
 	}
-	return storedRequest{event: b, owner: owner, fingerprint: rec.Fingerprint}, true, nil
+	return storedRequest{event: b, owner: owner, fingerprint: rec.Fingerprint, msg: msg}, true, nil
 }
 
 // insertResolution records rec as the resolution of request id, with its
 // event and the rule it creates, after checking the rule it names. The
 // caller holds the write lock and has checked that id is pending.
-func insertResolution(ctx context.Context, tx *sql.Tx, id string, rec aais.ResolutionRecord) ([]byte, error) {
+func insertResolution(ctx context.Context, tx *sqlitedb.Tx, id string, rec aais.ResolutionRecord, ev event) (*aais.Message, error) {
 	if rec.ByRule != "" {
 		var revoked int
-		err := tx.QueryRowContext(ctx, "SELECT revoked FROM rules WHERE id = ?", rec.ByRule).Scan(&revoked)
+		err := tx.QueryRowContext(ctx, qRuleRevoked, rec.ByRule).Scan(&revoked)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, fmt.Errorf("%w: %s", aais.ErrUnknownRule, rec.ByRule)
 		}
@@ -337,13 +322,11 @@ func insertResolution(ctx context.Context, tx *sql.Tx, id string, rec aais.Resol
 			return nil, fmt.Errorf("%w: %s", aais.ErrRuleInactive, rec.ByRule)
 		}
 	}
-	b, seq, err := appendEvent(ctx, tx, rec.Event, id)
+	b, msg, seq, err := appendEvent(ctx, tx, ev, id)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := tx.ExecContext(ctx,
-		"INSERT INTO resolutions (request_id, decision_fingerprint, event, sequence, by_rule) VALUES (?, ?, ?, ?, ?)",
-		id, rec.DecisionFingerprint, b, seq, rec.ByRule); err != nil {
+	if _, err := tx.ExecContext(ctx, qInsertResolution, id, rec.DecisionFingerprint, b, seq, rec.ByRule); err != nil {
 		return nil, err
 	}
 	if r := rec.Rule; r != nil {
@@ -364,7 +347,7 @@ func insertResolution(ctx context.Context, tx *sql.Tx, id string, rec aais.Resol
 			return nil, err
 		}
 	}
-	return b, nil
+	return msg, nil
 }
 
 func boolInt(b bool) int {
@@ -385,11 +368,8 @@ func (s *Store) RequestState(ctx context.Context, id string) (aais.RequestState,
 		dfp             sql.NullString
 	)
 	// One statement reads one consistent snapshot.
-	err := s.retry(ctx, func() error {
-		return s.db.QueryRowContext(ctx, `
-			SELECT r.event, r.fingerprint, r.owner, s.event, s.decision_fingerprint
-			FROM requests r LEFT JOIN resolutions s ON s.request_id = r.id
-			WHERE r.id = ?`, id).Scan(&req, &fp, &owner, &res, &dfp)
+	err := s.db.Retry(ctx, func() error {
+		return s.db.Stmt(qRequestState).QueryRowContext(ctx, id).Scan(&req, &fp, &owner, &res, &dfp)
 	})
 	if errors.Is(err, sql.ErrNoRows) {
 		return aais.RequestState{}, fmt.Errorf("%w: %s", aais.ErrUnknownRequest, id)
@@ -397,13 +377,13 @@ func (s *Store) RequestState(ctx context.Context, id string) (aais.RequestState,
 	if err != nil {
 		return aais.RequestState{}, wrap(err)
 	}
-	r, err := requestRecord(req, fp, owner)
+	r, err := requestRecord(nil, req, fp, owner)
 	if err != nil {
 		return aais.RequestState{}, err
 	}
 	st := aais.RequestState{Request: r}
 	if res != nil {
-		rr, err := resolutionRecord(res, dfp.String)
+		rr, err := resolutionRecord(nil, res, dfp.String)
 		if err != nil {
 			return aais.RequestState{}, err
 		}
@@ -423,21 +403,23 @@ func (s *Store) ResolveIfPending(ctx context.Context, rec aais.ResolutionRecord)
 		return aais.ResolutionRecord{}, false, err
 	}
 	id := rec.Event.Resolution.RequestID
+	ev, err := newEvent(rec.Event)
+	if err != nil {
+		return aais.ResolutionRecord{}, false, err
+	}
 	var (
 		stored   []byte
+		msg      *aais.Message
 		dfp      string
 		resolved bool
 	)
-	err := s.write(ctx, func(tx *sql.Tx) error {
-		resolved = false
+	err = s.db.Write(ctx, func(tx *sqlitedb.Tx) error {
+		resolved, msg = false, nil
 		var (
 			res  []byte
 			rdfp sql.NullString
 		)
-		err := tx.QueryRowContext(ctx, `
-			SELECT s.event, s.decision_fingerprint
-			FROM requests r LEFT JOIN resolutions s ON s.request_id = r.id
-			WHERE r.id = ?`, id).Scan(&res, &rdfp)
+		err := tx.QueryRowContext(ctx, qResolution, id).Scan(&res, &rdfp)
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("%w: %s", aais.ErrUnknownRequest, id)
 		}
@@ -448,17 +430,17 @@ func (s *Store) ResolveIfPending(ctx context.Context, rec aais.ResolutionRecord)
 			stored, dfp = res, rdfp.String
 			return nil
 		}
-		b, err := insertResolution(ctx, tx, id, rec)
+		m, err := insertResolution(ctx, tx, id, rec, ev)
 		if err != nil {
 			return err
 		}
-		stored, dfp, resolved = b, rec.DecisionFingerprint, true
+		msg, dfp, resolved = m, rec.DecisionFingerprint, true
 		return nil
 	})
 	if err != nil {
 		return aais.ResolutionRecord{}, false, wrap(err)
 	}
-	out, err := resolutionRecord(stored, dfp)
+	out, err := resolutionRecord(msg, stored, dfp)
 	return out, resolved, err
 }
 
@@ -476,7 +458,7 @@ func (s *Store) Pending(ctx context.Context) ([]aais.RequestRecord, uint64, erro
 		rows []row
 		asOf uint64
 	)
-	err := s.read(ctx, func(tx *sql.Tx) error {
+	err := s.db.Read(ctx, func(tx *sqlitedb.Tx) error {
 		rows, asOf = nil, 0
 		var err error
 		if asOf, err = latest(ctx, tx); err != nil {
@@ -502,7 +484,7 @@ func (s *Store) Pending(ctx context.Context) ([]aais.RequestRecord, uint64, erro
 	}
 	out := make([]aais.RequestRecord, 0, len(rows))
 	for _, r := range rows {
-		rec, err := requestRecord(r.event, r.fp, r.owner)
+		rec, err := requestRecord(nil, r.event, r.fp, r.owner)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -522,7 +504,7 @@ func (s *Store) EventsAfter(ctx context.Context, after uint64, limit int) (aais.
 		page aais.EventPage
 		raw  [][]byte
 	)
-	err := s.read(ctx, func(tx *sql.Tx) error {
+	err := s.db.Read(ctx, func(tx *sqlitedb.Tx) error {
 		page, raw = aais.EventPage{}, nil
 		if err := tx.QueryRowContext(ctx, "SELECT store_id FROM meta WHERE singleton = 1").Scan(&page.StoreID); err != nil {
 			if errors.Is(err, sql.ErrNoRows) {
@@ -573,35 +555,50 @@ func (s *Store) EventsAfter(ctx context.Context, after uint64, limit int) (aais.
 	return page, nil
 }
 
-// appendEvent gives m the next sequence, max+1 in the transaction that
-// holds the write lock, and records it in the log.
-func appendEvent(ctx context.Context, tx *sql.Tx, m *aais.Message, requestID string) ([]byte, int64, error) {
+// event is a message marshalled and validated with sequence 0 before the
+// write lock is taken; appendEvent only sets its number.
+type event struct {
+	json []byte
+	msg  *aais.Message // read back from json: the copy the caller gets
+}
+
+// newEvent marshals m with sequence 0. It runs in the caller's goroutine,
+// so the single writer spends no time encoding or validating JSON.
+func newEvent(m *aais.Message) (event, error) {
+	c := *m
+	c.Sequence = 0
+	b, msg, err := aais.MarshalCopy(&c)
+	return event{json: b, msg: msg}, err
+}
+
+// appendEvent gives e the next sequence, max+1 in the transaction that
+// holds the write lock, and records it in the log. It returns the event's
+// JSON and the caller's copy of it.
+func appendEvent(ctx context.Context, tx *sqlitedb.Tx, e event, requestID string) ([]byte, *aais.Message, int64, error) {
 	last, err := latest(ctx, tx)
 	if err != nil {
-		return nil, 0, err
+		return nil, nil, 0, err
 	}
 	if last >= aais.MaxSequence {
-		return nil, 0, aais.ErrSequenceExhausted
+		return nil, nil, 0, aais.ErrSequenceExhausted
 	}
-	c := *m
-	c.Sequence = last + 1
-	b, err := aais.Marshal(&c)
+	seq := last + 1
+	b, err := aais.SetSequence(e.json, seq)
 	if err != nil {
-		return nil, 0, err
+		return nil, nil, 0, err
 	}
-	seq := int64(c.Sequence)
-	if _, err := tx.ExecContext(ctx,
-		"INSERT INTO events (sequence, type, request_id, json) VALUES (?, ?, ?, ?)",
-		seq, string(c.Type), requestID, b); err != nil {
-		return nil, 0, err
+	if _, err := tx.ExecContext(ctx, qInsertEvent, int64(seq), string(e.msg.Type), requestID, b); err != nil {
+		return nil, nil, 0, err
 	}
-	return b, seq, nil
+	out := *e.msg // shallow: the payload is the caller's alone
+	out.Sequence = seq
+	return b, &out, int64(seq), nil
 }
 
 // latest is the sequence of the last event recorded, 0 when none.
-func latest(ctx context.Context, tx *sql.Tx) (uint64, error) {
+func latest(ctx context.Context, tx *sqlitedb.Tx) (uint64, error) {
 	var n int64
-	if err := tx.QueryRowContext(ctx, "SELECT coalesce(max(sequence), 0) FROM events").Scan(&n); err != nil {
+	if err := tx.QueryRowContext(ctx, qLatest).Scan(&n); err != nil {
 		return 0, err
 	}
 	if n < 0 {
@@ -610,10 +607,14 @@ func latest(ctx context.Context, tx *sql.Tx) (uint64, error) {
 	return uint64(n), nil
 }
 
-func requestRecord(b []byte, fp string, owner []byte) (aais.RequestRecord, error) {
-	m, err := aais.Parse(b)
-	if err != nil {
-		return aais.RequestRecord{}, fmt.Errorf("sqlitestore: stored request: %w", err)
+// requestRecord builds a record from m, or when m is nil from the stored
+// JSON b.
+func requestRecord(m *aais.Message, b []byte, fp string, owner []byte) (aais.RequestRecord, error) {
+	if m == nil {
+		var err error
+		if m, err = aais.Parse(b); err != nil {
+			return aais.RequestRecord{}, fmt.Errorf("sqlitestore: stored request: %w", err)
+		}
 	}
 	if m.Type != aais.TypeRequested || m.Request == nil {
 		return aais.RequestRecord{}, fmt.Errorf("sqlitestore: stored request is a %s message", m.Type)
@@ -634,9 +635,9 @@ func (s *Store) Rules(ctx context.Context) (aais.RuleSet, error) {
 		return nil, err
 	}
 	var raw [][]byte
-	err := s.read(ctx, func(tx *sql.Tx) error {
+	err := s.db.Read(ctx, func(tx *sqlitedb.Tx) error {
 		raw = nil
-		rs, err := tx.QueryContext(ctx, "SELECT json FROM rules")
+		rs, err := tx.QueryContext(ctx, qRules)
 		if err != nil {
 			return err
 		}
@@ -673,7 +674,7 @@ func (s *Store) RevokeRule(ctx context.Context, id string, at time.Time, by aais
 		out     *aais.Rule
 		revoked bool
 	)
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.db.Write(ctx, func(tx *sqlitedb.Tx) error {
 		out, revoked = nil, false
 		var b []byte
 		err := tx.QueryRowContext(ctx, "SELECT json FROM rules WHERE id = ?", id).Scan(&b)
@@ -719,10 +720,14 @@ func ruleOf(b []byte) (*aais.Rule, error) {
 	return r, nil
 }
 
-func resolutionRecord(b []byte, dfp string) (aais.ResolutionRecord, error) {
-	m, err := aais.Parse(b)
-	if err != nil {
-		return aais.ResolutionRecord{}, fmt.Errorf("sqlitestore: stored resolution: %w", err)
+// resolutionRecord builds a record from m, or when m is nil from the
+// stored JSON b.
+func resolutionRecord(m *aais.Message, b []byte, dfp string) (aais.ResolutionRecord, error) {
+	if m == nil {
+		var err error
+		if m, err = aais.Parse(b); err != nil {
+			return aais.ResolutionRecord{}, fmt.Errorf("sqlitestore: stored resolution: %w", err)
+		}
 	}
 	if m.Type != aais.TypeResolved || m.Resolution == nil {
 		return aais.ResolutionRecord{}, fmt.Errorf("sqlitestore: stored resolution is a %s message", m.Type)
@@ -741,18 +746,4 @@ func wrap(err error) error {
 		return err
 	}
 	return fmt.Errorf("sqlitestore: %w", err)
-}
-
-// isBusy reports whether err is SQLITE_BUSY or SQLITE_LOCKED, extended
-// codes included: another connection holds a lock we need.
-func isBusy(err error) bool {
-	var e *sqlite.Error
-	if !errors.As(err, &e) {
-		return false
-	}
-	switch e.Code() & 0xff {
-	case 5, 6: // SQLITE_BUSY, SQLITE_LOCKED
-		return true
-	}
-	return false
 }
