@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -17,6 +18,7 @@ import (
 	"github.com/custos-runtime/custos/aais"
 	"github.com/custos-runtime/custos/store/filestore"
 	"github.com/custos-runtime/custos/store/memstore"
+	"github.com/custos-runtime/custos/store/pgstore"
 	"github.com/custos-runtime/custos/store/sqlitestore"
 )
 
@@ -34,6 +36,8 @@ const (
 	KindSQLite Kind = "sqlite"
 	KindFile   Kind = "file"
 	KindMemory Kind = "memory"
+	// KindPostgres is a PostgreSQL database shared by several replicas.
+	KindPostgres Kind = "postgres"
 )
 
 // Location is a parsed store location.
@@ -41,6 +45,10 @@ type Location struct {
 	Kind Kind
 	// Path is the file (sqlite, file); "" for memory.
 	Path string
+	// DSN is the connection string (postgres), without custos_schema.
+	DSN string
+	// Schema is the PostgreSQL schema ("": pgstore's default).
+	Schema string
 }
 
 // String returns the location in the form Parse reads.
@@ -50,6 +58,8 @@ func (l Location) String() string {
 		return "memory:"
 	case KindFile:
 		return "file:" + l.Path
+	case KindPostgres:
+		return redactDSN(l.DSN)
 	}
 	return "sqlite:" + l.Path
 }
@@ -60,12 +70,12 @@ func (l Location) String() string {
 //	sqlite:PATH             a SQLite database file
 //	file:PATH               a filestore JSON state file
 //	memory:                 an in-memory store (gone when the process ends)
+//	postgres://...          a PostgreSQL database (also postgresql://); the
+//	                        tables live in the schema "custos", or the one
+//	                        named by the custos_schema=NAME parameter
 //	PATH ending in .json    a filestore file
 //	an existing directory   DIR/approvals.db (SQLite)
 //	any other PATH          a SQLite database file
-//
-// postgres:// and postgresql:// URLs are refused with ErrUnsupported until
-// this build has a PostgreSQL store.
 func Parse(s string) (Location, error) {
 	switch {
 	case s == "":
@@ -77,7 +87,15 @@ func Parse(s string) (Location, error) {
 	case s == "memory:":
 		return Location{Kind: KindMemory}, nil
 	case strings.HasPrefix(s, "postgres://"), strings.HasPrefix(s, "postgresql://"):
-		return Location{}, fmt.Errorf("%w: PostgreSQL stores are not in this build", ErrUnsupported)
+		u, err := url.Parse(s)
+		if err != nil {
+			return Location{}, fmt.Errorf("store: %s: %w", redactDSN(s), err)
+		}
+		q := u.Query()
+		schema := q.Get("custos_schema")
+		q.Del("custos_schema")
+		u.RawQuery = q.Encode()
+		return Location{Kind: KindPostgres, DSN: u.String(), Schema: schema}, nil
 	case strings.HasPrefix(s, "sqlite:"):
 		return pathLocation(KindSQLite, strings.TrimPrefix(s, "sqlite:"))
 	case strings.HasPrefix(s, "file:"):
@@ -151,10 +169,21 @@ func Open(ctx context.Context, l Location) (Store, error) {
 		return filestore.Open(l.Path, nil)
 	case KindSQLite:
 		return sqlitestore.Open(ctx, l.Path, nil)
+	case KindPostgres:
+		return pgstore.Open(ctx, l.DSN, &pgstore.Options{Schema: l.Schema})
 	}
 	return nil, fmt.Errorf("%w: kind %q", ErrUnsupported, l.Kind)
 }
 
 type nopCloser struct{ *memstore.Store }
+
+// redactDSN hides the password of a connection URL, for messages.
+func redactDSN(dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return "postgres://…"
+	}
+	return u.Redacted()
+}
 
 func (nopCloser) Close() error { return nil }

@@ -4,10 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/custos-runtime/custos/aais"
 )
@@ -46,13 +50,17 @@ func requestJSON(t *testing.T, id, command string, ttl time.Duration) string {
 }
 
 func TestApprovalsCommands(t *testing.T) {
-	for _, kind := range []string{"sqlite", "file"} {
+	for _, kind := range []string{"sqlite", "file", "postgres"} {
 		t.Run(kind, func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), "approvals.db")
-			if kind == "file" {
-				path = filepath.Join(t.TempDir(), "approvals.json")
+			var st string
+			switch kind {
+			case "sqlite":
+				st = "--store=sqlite:" + filepath.Join(t.TempDir(), "approvals.db")
+			case "file":
+				st = "--store=file:" + filepath.Join(t.TempDir(), "approvals.json")
+			case "postgres":
+				st = "--store=" + postgresLocation(t)
 			}
-			st := "--store=" + kind + ":" + path
 			step := func(stdin string, wantCode int, wantOut string, args ...string) string {
 				t.Helper()
 				code, out, errOut := custos(t, stdin, append([]string{"approvals", st}, args...)...)
@@ -123,10 +131,34 @@ func TestApprovalsCommands(t *testing.T) {
 	}
 }
 
+// postgresLocation returns a store location in a new schema of the test
+// database named by CUSTOS_TEST_POSTGRES_DSN, dropped after the test, or
+// skips without it.
+func postgresLocation(t *testing.T) string {
+	dsn := os.Getenv("CUSTOS_TEST_POSTGRES_DSN")
+	if dsn == "" {
+		t.Skip("CUSTOS_TEST_POSTGRES_DSN not set")
+	}
+	schema := fmt.Sprintf("custos_cli_%d", time.Now().UnixNano())
+	conn, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = conn.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
+		_ = conn.Close(context.Background())
+	})
+	sep := "?"
+	if strings.Contains(dsn, "?") {
+		sep = "&"
+	}
+	return dsn + sep + "custos_schema=" + schema
+}
+
 func TestApprovalsStoreLocation(t *testing.T) {
-	code, _, errOut := custos(t, "", "approvals", "--store", "postgres://localhost/x", "list")
-	if code != exitUsage || !strings.Contains(errOut, "PostgreSQL") {
-		t.Fatalf("postgres store: exit %d, %s", code, errOut)
+	code, _, errOut := custos(t, "", "approvals", "--store", "mysql://localhost/x", "list")
+	if code != exitUsage || !strings.Contains(errOut, "unsupported location") {
+		t.Fatalf("mysql store: exit %d, %s", code, errOut)
 	}
 	t.Setenv("CUSTOS_DATA_DIR", t.TempDir())
 	if code, out, errOut := custos(t, "", "approvals", "--store", "", "list"); code != 0 || !strings.Contains(out, "No pending") {
