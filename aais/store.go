@@ -2,6 +2,7 @@ package aais
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -250,4 +251,87 @@ func CheckResolutionRecord(rec ResolutionRecord) error {
 		}
 	}
 	return nil
+}
+
+// The helpers below turn what a durable store keeps (JSON) back into
+// records, the same way in every store, so that a damaged row is refused
+// with the same errors everywhere.
+
+// StoredRequest rebuilds a RequestRecord from a store's row: the event's
+// JSON (parsed and checked to be approval.requested), its fingerprint and
+// its owner's JSON (nil: none).
+func StoredRequest(event []byte, fingerprint string, owner []byte) (RequestRecord, error) {
+	m, err := Parse(event)
+	if err != nil {
+		return RequestRecord{}, fmt.Errorf("stored request: %w", err)
+	}
+	if m.Type != TypeRequested || m.Request == nil {
+		return RequestRecord{}, fmt.Errorf("%w: stored request is a %s message", ErrInvalid, m.Type)
+	}
+	rec := RequestRecord{Event: m, Fingerprint: fingerprint}
+	if owner != nil {
+		rec.Owner = new(ProcessIdentity)
+		if err := json.Unmarshal(owner, rec.Owner); err != nil {
+			return RequestRecord{}, fmt.Errorf("%w: stored owner: %w", ErrInvalid, err)
+		}
+	}
+	return rec, nil
+}
+
+// StoredResolution rebuilds a ResolutionRecord from a store's row: the
+// receipt's JSON (checked to be approval.resolved) and the fingerprint of
+// the decision that caused it.
+func StoredResolution(event []byte, decisionFingerprint string) (ResolutionRecord, error) {
+	m, err := Parse(event)
+	if err != nil {
+		return ResolutionRecord{}, fmt.Errorf("stored resolution: %w", err)
+	}
+	if m.Type != TypeResolved || m.Resolution == nil {
+		return ResolutionRecord{}, fmt.Errorf("%w: stored resolution is a %s message", ErrInvalid, m.Type)
+	}
+	return ResolutionRecord{Event: m, DecisionFingerprint: decisionFingerprint}, nil
+}
+
+// StoredRule reads a rule a store kept as its JSON.
+func StoredRule(data []byte) (*Rule, error) {
+	r := new(Rule)
+	if err := r.UnmarshalJSON(data); err != nil {
+		return nil, fmt.Errorf("stored rule: %w", err)
+	}
+	return r, nil
+}
+
+// RevokeStoredRule revokes a rule a store kept as its JSON: it returns the
+// revoked rule and the JSON to store instead, or, when the rule was
+// already revoked, the rule as it is and nil JSON (nothing to write).
+func RevokeStoredRule(data []byte, at time.Time, by Actor) (*Rule, []byte, error) {
+	r, err := StoredRule(data)
+	if err != nil {
+		return nil, nil, err
+	}
+	if r.Revoked() {
+		return r, nil, nil
+	}
+	c, err := r.Revoke(at, by)
+	if err != nil {
+		return nil, nil, err
+	}
+	b, err := c.MarshalJSON()
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, b, nil
+}
+
+// IsStoreError reports whether err is one a Store returns as it is: an
+// aais sentinel a caller branches on, or the context's error. Stores wrap
+// every other error (a database's) with their name.
+func IsStoreError(err error) bool {
+	for _, target := range []error{ErrConflict, ErrUnknownRequest, ErrSequenceExhausted, ErrInvalid,
+		ErrUnknownRule, ErrRuleInactive, context.Canceled, context.DeadlineExceeded} {
+		if errors.Is(err, target) {
+			return true
+		}
+	}
+	return false
 }

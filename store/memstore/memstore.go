@@ -182,8 +182,8 @@ func (s *Store) checkRules(rec aais.ResolutionRecord) error {
 		if !ok {
 			return fmt.Errorf("%w: %s", aais.ErrUnknownRule, rec.ByRule)
 		}
-		var r aais.Rule
-		if err := r.UnmarshalJSON(b); err != nil {
+		r, err := aais.StoredRule(b)
+		if err != nil {
 			return err
 		}
 		if r.Revoked() {
@@ -311,8 +311,8 @@ func (s *Store) Rules(ctx context.Context) (aais.RuleSet, error) {
 	s.mu.Unlock()
 	out := make(aais.RuleSet, 0, len(raw))
 	for _, b := range raw {
-		r := new(aais.Rule)
-		if err := r.UnmarshalJSON(b); err != nil {
+		r, err := aais.StoredRule(b)
+		if err != nil {
 			return nil, err
 		}
 		out = append(out, r)
@@ -331,20 +331,9 @@ func (s *Store) RevokeRule(ctx context.Context, id string, at time.Time, by aais
 	if !ok {
 		return nil, false, fmt.Errorf("%w: %s", aais.ErrUnknownRule, id)
 	}
-	r := new(aais.Rule)
-	if err := r.UnmarshalJSON(b); err != nil {
-		return nil, false, err
-	}
-	if r.Revoked() {
-		return r, false, nil
-	}
-	c, err := r.Revoke(at, by)
-	if err != nil {
-		return nil, false, err
-	}
-	nb, err := c.MarshalJSON()
-	if err != nil {
-		return nil, false, err
+	c, nb, err := aais.RevokeStoredRule(b, at, by)
+	if err != nil || nb == nil {
+		return c, false, err
 	}
 	s.rules[id] = nb
 	return c, true, nil

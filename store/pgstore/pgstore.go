@@ -802,19 +802,9 @@ func (s *Store) EventsAfter(ctx context.Context, after uint64, limit int) (aais.
 }
 
 func requestRecord(b []byte, fp string, owner []byte) (aais.RequestRecord, error) {
-	m, err := aais.Parse(b)
+	rec, err := aais.StoredRequest(b, fp, owner)
 	if err != nil {
-		return aais.RequestRecord{}, fmt.Errorf("pgstore: stored request: %w", err)
-	}
-	if m.Type != aais.TypeRequested || m.Request == nil {
-		return aais.RequestRecord{}, fmt.Errorf("pgstore: stored request is a %s message", m.Type)
-	}
-	rec := aais.RequestRecord{Event: m, Fingerprint: fp}
-	if owner != nil {
-		rec.Owner = new(aais.ProcessIdentity)
-		if err := json.Unmarshal(owner, rec.Owner); err != nil {
-			return aais.RequestRecord{}, fmt.Errorf("pgstore: stored owner: %w", err)
-		}
+		return aais.RequestRecord{}, fmt.Errorf("pgstore: %w", err)
 	}
 	return rec, nil
 }
@@ -844,7 +834,7 @@ func (s *Store) Rules(ctx context.Context) (aais.RuleSet, error) {
 	}
 	out := make(aais.RuleSet, 0, len(raw))
 	for _, b := range raw {
-		r, err := ruleOf(b)
+		r, err := aais.StoredRule(b)
 		if err != nil {
 			return nil, err
 		}
@@ -875,21 +865,13 @@ func (s *Store) RevokeRule(ctx context.Context, id string, at time.Time, by aais
 		if err != nil {
 			return err
 		}
-		r, err := ruleOf(b)
+		c, nb, err := aais.RevokeStoredRule(b, at, by)
 		if err != nil {
 			return err
 		}
-		if r.Revoked() {
-			out = r
+		if nb == nil {
+			out = c
 			return errNoChange
-		}
-		c, err := r.Revoke(at, by)
-		if err != nil {
-			return err
-		}
-		nb, err := c.MarshalJSON()
-		if err != nil {
-			return err
 		}
 		if _, err := tx.Exec(ctx, "UPDATE rules SET revoked = true, json = $1 WHERE id = $2", nb, id); err != nil {
 			return err
@@ -903,35 +885,18 @@ func (s *Store) RevokeRule(ctx context.Context, id string, at time.Time, by aais
 	return out, revoked, nil
 }
 
-func ruleOf(b []byte) (*aais.Rule, error) {
-	r := new(aais.Rule)
-	if err := r.UnmarshalJSON(b); err != nil {
-		return nil, fmt.Errorf("pgstore: stored rule: %w", err)
-	}
-	return r, nil
-}
-
 func resolutionRecord(b []byte, dfp string) (aais.ResolutionRecord, error) {
-	m, err := aais.Parse(b)
+	rec, err := aais.StoredResolution(b, dfp)
 	if err != nil {
-		return aais.ResolutionRecord{}, fmt.Errorf("pgstore: stored resolution: %w", err)
+		return aais.ResolutionRecord{}, fmt.Errorf("pgstore: %w", err)
 	}
-	if m.Type != aais.TypeResolved || m.Resolution == nil {
-		return aais.ResolutionRecord{}, fmt.Errorf("pgstore: stored resolution is a %s message", m.Type)
-	}
-	return aais.ResolutionRecord{Event: m, DecisionFingerprint: dfp}, nil
+	return rec, nil
 }
 
 // wrap prefixes database errors with the package name and leaves the aais
 // sentinels and context errors recognisable (errors.Is still matches).
 func wrap(err error) error {
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, aais.ErrConflict), errors.Is(err, aais.ErrUnknownRequest),
-		errors.Is(err, aais.ErrSequenceExhausted), errors.Is(err, aais.ErrInvalid),
-		errors.Is(err, aais.ErrUnknownRule), errors.Is(err, aais.ErrRuleInactive),
-		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+	if err == nil || aais.IsStoreError(err) {
 		return err
 	}
 	var pe *pgconn.PgError

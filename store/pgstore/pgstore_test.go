@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -131,76 +130,6 @@ func TestConformanceOneConnection(t *testing.T) {
 	})
 }
 
-func action(n string) []byte {
-	return []byte(`{"kind":"process.exec","name":"shell.exec","summary":"Run the syntax check",` +
-		`"arguments":{"command":"node --check script-` + n + `.js"}}`)
-}
-
-func newRequest(t testing.TB, now time.Time, n string) *aais.Request {
-	t.Helper()
-	r, err := aais.NewRequest(aais.RequestParams{
-		ID:        "apr_" + n,
-		CreatedAt: now,
-		ExpiresAt: now.Add(time.Hour),
-		Origin:    aais.Origin{Harness: "pgstore", SessionID: "s-1", RunID: "run-1"},
-		Action:    json.RawMessage(action(n)),
-		Risk:      aais.Risk{Level: aais.RiskMedium, Reasons: []string{"Executes a local process"}},
-		Choices: []aais.Choice{
-			{Decision: aais.Approve, Scope: aais.ScopeOnce, Label: "Allow once"},
-			{Decision: aais.Deny, Scope: aais.ScopeOnce, Label: "Deny"},
-		},
-	})
-	if err != nil {
-		t.Fatalf("NewRequest: %v", err)
-	}
-	return r
-}
-
-func newDecision(t testing.TB, r *aais.Request, v aais.Verdict, id string, now time.Time) *aais.Decision {
-	t.Helper()
-	d, err := aais.NewDecision(r, aais.DecisionParams{ID: id, Decision: v, Scope: aais.ScopeOnce, Actor: aaistest.Actor, DecidedAt: now})
-	if err != nil {
-		t.Fatalf("NewDecision: %v", err)
-	}
-	return d
-}
-
-func authority(t testing.TB, s aais.Store, c *aaistest.Clock) *aais.Authority {
-	t.Helper()
-	a, err := aais.NewAuthority(s, &aais.AuthorityOptions{Now: c.Now, Stream: "test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return a
-}
-
-func wire(t testing.TB, m *aais.Message) string {
-	t.Helper()
-	b, err := aais.Marshal(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
-}
-
-// checkLog checks the log holds events 1..n with no gap.
-func checkLog(t *testing.T, s aais.Store, n int) aais.EventPage {
-	t.Helper()
-	p, err := s.EventsAfter(t.Context(), 0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p.Gap || p.Latest != uint64(n) || len(p.Events) != n {
-		t.Fatalf("log: gap %v latest %d, %d events; want %d", p.Gap, p.Latest, len(p.Events), n)
-	}
-	for i, e := range p.Events {
-		if e.Sequence != uint64(i+1) {
-			t.Fatalf("event %d has sequence %d", i, e.Sequence)
-		}
-	}
-	return p
-}
-
 func resolvedEvent(t testing.TB, r *aais.Request, now time.Time) *aais.Message {
 	t.Helper()
 	res, err := aais.NewResolution(aais.ResolutionParams{Request: r, Outcome: aais.OutcomeCancelled, ResolvedAt: now})
@@ -233,23 +162,23 @@ func TestReplicasDecideOnce(t *testing.T) {
 	clock := aaistest.NewClock(aaistest.Start)
 	auths := make([]*aais.Authority, len(stores))
 	for i, s := range stores {
-		auths[i] = authority(t, s, clock)
+		auths[i] = aaistest.NewAuthority(t, s, clock)
 	}
-	r := newRequest(t, clock.Now(), "1")
+	r := aaistest.Request(t, clock.Now(), "1")
 	if _, created, err := auths[0].Create(ctx, r); err != nil || !created {
 		t.Fatalf("Create: %v, %v", created, err)
 	}
 	const n = 100
-	shared := newDecision(t, r, aais.Approve, "dec_shared", clock.Now())
+	shared := aaistest.Decision(t, r, aais.Approve, "dec_shared", clock.Now())
 	decisions := make([]*aais.Decision, n)
 	for i := range decisions {
 		switch i % 3 {
 		case 0:
 			decisions[i] = shared
 		case 1:
-			decisions[i] = newDecision(t, r, aais.Deny, fmt.Sprintf("dec_deny_%d", i), clock.Now())
+			decisions[i] = aaistest.Decision(t, r, aais.Deny, fmt.Sprintf("dec_deny_%d", i), clock.Now())
 		default:
-			decisions[i] = newDecision(t, r, aais.Approve, fmt.Sprintf("dec_approve_%d", i), clock.Now())
+			decisions[i] = aaistest.Decision(t, r, aais.Approve, fmt.Sprintf("dec_approve_%d", i), clock.Now())
 		}
 	}
 	receipts := make([]*aais.Message, n)
@@ -273,7 +202,7 @@ func TestReplicasDecideOnce(t *testing.T) {
 	}
 	st, _ := stores[1].RequestState(ctx, r.ID)
 	stored := st.Resolution.Event
-	want := wire(t, stored)
+	want := aaistest.Wire(t, stored)
 	winners := 0
 	for i, m := range receipts {
 		if errs[i] != nil {
@@ -281,7 +210,7 @@ func TestReplicasDecideOnce(t *testing.T) {
 		}
 		if decisions[i].ID == stored.Resolution.DecisionID {
 			winners++
-			if got := wire(t, m); got != want {
+			if got := aaistest.Wire(t, m); got != want {
 				t.Fatalf("decider %d made the winning decision but got\n%s\nwant\n%s", i, got, want)
 			}
 			continue
@@ -293,8 +222,8 @@ func TestReplicasDecideOnce(t *testing.T) {
 	if winners == 0 {
 		t.Fatal("no decider got the stored receipt")
 	}
-	p := checkLog(t, stores[2], 2)
-	if p.Events[1].Type != aais.TypeResolved || wire(t, p.Events[1]) != want {
+	p := aaistest.CheckLog(t, stores[2], 2)
+	if p.Events[1].Type != aais.TypeResolved || aaistest.Wire(t, p.Events[1]) != want {
 		t.Fatal("the log's resolution is not the stored receipt")
 	}
 }
@@ -309,10 +238,10 @@ func TestReplicasCreateContiguous(t *testing.T) {
 	var wg sync.WaitGroup
 	errc := make(chan error, writers*each)
 	for w := range writers {
-		a := authority(t, stores[w%3], clock)
+		a := aaistest.NewAuthority(t, stores[w%3], clock)
 		wg.Go(func() {
 			for i := range each {
-				r := newRequest(t, clock.Now(), fmt.Sprintf("c%d_%d", w, i))
+				r := aaistest.Request(t, clock.Now(), fmt.Sprintf("c%d_%d", w, i))
 				if _, created, err := a.Create(ctx, r); err != nil || !created {
 					errc <- fmt.Errorf("create %s: %v, %v", r.ID, created, err)
 				}
@@ -325,7 +254,7 @@ func TestReplicasCreateContiguous(t *testing.T) {
 		t.Fatal(err)
 	}
 	const total = writers * each
-	p := checkLog(t, stores[0], total)
+	p := aaistest.CheckLog(t, stores[0], total)
 	seen := map[string]bool{}
 	for _, e := range p.Events {
 		if e.Type != aais.TypeRequested || seen[e.Request.ID] {
@@ -430,11 +359,11 @@ func TestSchemasIndependent(t *testing.T) {
 		t.Fatalf("ids %q %q, channels %q %q", id1, id2, s1.Channel(), s2.Channel())
 	}
 	clock := aaistest.NewClock(aaistest.Start)
-	if _, _, err := authority(t, s1, clock).Create(ctx, newRequest(t, clock.Now(), "1")); err != nil {
+	if _, _, err := aaistest.NewAuthority(t, s1, clock).Create(ctx, aaistest.Request(t, clock.Now(), "1")); err != nil {
 		t.Fatal(err)
 	}
-	checkLog(t, s1, 1)
-	checkLog(t, s2, 0)
+	aaistest.CheckLog(t, s1, 1)
+	aaistest.CheckLog(t, s2, 0)
 }
 
 // waitBlocked waits until a backend other than blocker waits for a lock
@@ -477,8 +406,8 @@ func TestKilledWriter(t *testing.T) {
 	schema := newSchema(t)
 	s := open(t, schema)
 	clock := aaistest.NewClock(aaistest.Start)
-	r := newRequest(t, clock.Now(), "1")
-	if _, _, err := authority(t, s, clock).Create(ctx, r); err != nil {
+	r := aaistest.Request(t, clock.Now(), "1")
+	if _, _, err := aaistest.NewAuthority(t, s, clock).Create(ctx, r); err != nil {
 		t.Fatal(err)
 	}
 
@@ -552,7 +481,7 @@ func TestKilledWriter(t *testing.T) {
 	if res.stored.Event.Sequence != 2 || res.stored.Event.Resolution.ID != rec.Event.Resolution.ID {
 		t.Fatalf("stored resolution %s at %d, want %s at 2", res.stored.Event.Resolution.ID, res.stored.Event.Sequence, rec.Event.Resolution.ID)
 	}
-	p := checkLog(t, s, 2)
+	p := aaistest.CheckLog(t, s, 2)
 	if p.Events[1].Resolution.ID != rec.Event.Resolution.ID {
 		t.Fatal("the log holds the killed writer's resolution")
 	}
@@ -560,12 +489,12 @@ func TestKilledWriter(t *testing.T) {
 		t.Fatalf("%d resolutions", n)
 	}
 	st, err := s.RequestState(ctx, r.ID)
-	if err != nil || st.Pending() || wire(t, st.Resolution.Event) != wire(t, res.stored.Event) {
+	if err != nil || st.Pending() || aaistest.Wire(t, st.Resolution.Event) != aaistest.Wire(t, res.stored.Event) {
 		t.Fatalf("state after the killed writer: %+v, %v", st, err)
 	}
 	// Asking again is answered with the stored resolution.
 	again, ok, err := s.ResolveIfPending(ctx, aais.ResolutionRecord{Event: resolvedEvent(t, r, clock.Now().Add(2*time.Second))})
-	if err != nil || ok || wire(t, again.Event) != wire(t, res.stored.Event) {
+	if err != nil || ok || aaistest.Wire(t, again.Event) != aaistest.Wire(t, res.stored.Event) {
 		t.Fatalf("second ResolveIfPending: %v, %v", ok, err)
 	}
 }
@@ -615,8 +544,8 @@ func TestSubscribeAcrossReplicas(t *testing.T) {
 		t.Fatalf("first notification %+v, want a resync at 0 of %s", n, id)
 	}
 	clock := aaistest.NewClock(aaistest.Start)
-	r := newRequest(t, clock.Now(), "1")
-	if _, _, err := authority(t, a, clock).Create(ctx, r); err != nil {
+	r := aaistest.Request(t, clock.Now(), "1")
+	if _, _, err := aaistest.NewAuthority(t, a, clock).Create(ctx, r); err != nil {
 		t.Fatal(err)
 	}
 	n := waitFor(t, sub, 1, false)
@@ -658,7 +587,7 @@ func TestSubscribeCatchUp(t *testing.T) {
 	st := replicas(t, 2)
 	a, b := st[0], st[1]
 	clock := aaistest.NewClock(aaistest.Start)
-	auth := authority(t, a, clock)
+	auth := aaistest.NewAuthority(t, a, clock)
 	sub, err := b.Subscribe(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -678,7 +607,7 @@ func TestSubscribeCatchUp(t *testing.T) {
 	// Written while B's listener is down or reconnecting.
 	const n = 5
 	for i := range n {
-		if _, _, err := auth.Create(ctx, newRequest(t, clock.Now(), fmt.Sprint(i))); err != nil {
+		if _, _, err := auth.Create(ctx, aaistest.Request(t, clock.Now(), fmt.Sprint(i))); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -703,7 +632,7 @@ func TestSubscribeCatchUp(t *testing.T) {
 	for range sub2 {
 	}
 	for i := range n {
-		if _, _, err := auth.Create(ctx, newRequest(t, clock.Now(), fmt.Sprint("late", i))); err != nil {
+		if _, _, err := auth.Create(ctx, aaistest.Request(t, clock.Now(), fmt.Sprint("late", i))); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -727,13 +656,13 @@ func TestResetReportsGap(t *testing.T) {
 	st := replicas(t, 2)
 	s, other := st[0], st[1]
 	clock := aaistest.NewClock(aaistest.Start)
-	a := authority(t, s, clock)
+	a := aaistest.NewAuthority(t, s, clock)
 	for i := range 3 {
-		if _, _, err := a.Create(ctx, newRequest(t, clock.Now(), fmt.Sprint(i))); err != nil {
+		if _, _, err := a.Create(ctx, aaistest.Request(t, clock.Now(), fmt.Sprint(i))); err != nil {
 			t.Fatal(err)
 		}
 	}
-	old := checkLog(t, s, 3).StoreID
+	old := aaistest.CheckLog(t, s, 3).StoreID
 	if err := s.Reset(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -747,7 +676,7 @@ func TestResetReportsGap(t *testing.T) {
 	if pending, asOf, err := other.Pending(ctx); err != nil || len(pending) != 0 || asOf != 0 {
 		t.Fatalf("after reset, Pending = %d as of %d, %v", len(pending), asOf, err)
 	}
-	ev, created, err := authority(t, other, clock).Create(ctx, newRequest(t, clock.Now(), "0"))
+	ev, created, err := aaistest.NewAuthority(t, other, clock).Create(ctx, aaistest.Request(t, clock.Now(), "0"))
 	if err != nil || !created || ev.Sequence != 1 {
 		t.Fatalf("Create after reset: sequence %d, %v, %v", ev.Sequence, created, err)
 	}
@@ -758,15 +687,15 @@ func TestCancelledContextWritesNothing(t *testing.T) {
 	ctx := t.Context()
 	s := open(t, newSchema(t))
 	clock := aaistest.NewClock(aaistest.Start)
-	a := authority(t, s, clock)
-	r := newRequest(t, clock.Now(), "1")
+	a := aaistest.NewAuthority(t, s, clock)
+	r := aaistest.Request(t, clock.Now(), "1")
 	if _, _, err := a.Create(ctx, r); err != nil {
 		t.Fatal(err)
 	}
 	id, _ := s.ID(ctx)
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
-	if _, _, err := a.Create(cancelled, newRequest(t, clock.Now(), "2")); !errors.Is(err, context.Canceled) {
+	if _, _, err := a.Create(cancelled, aaistest.Request(t, clock.Now(), "2")); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Create: err = %v, want context.Canceled", err)
 	}
 	rec := aais.ResolutionRecord{Event: resolvedEvent(t, r, clock.Now())}
@@ -779,7 +708,7 @@ func TestCancelledContextWritesNothing(t *testing.T) {
 	if err := s.Reset(cancelled); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Reset: err = %v, want context.Canceled", err)
 	}
-	if p := checkLog(t, s, 1); p.StoreID != id {
+	if p := aaistest.CheckLog(t, s, 1); p.StoreID != id {
 		t.Fatal("cancelled Reset changed the store id")
 	}
 	if st, err := s.RequestState(ctx, r.ID); err != nil || !st.Pending() {
@@ -795,14 +724,14 @@ func TestSequenceExhausted(t *testing.T) {
 	schema := newSchema(t)
 	s := open(t, schema)
 	clock := aaistest.NewClock(aaistest.Start)
-	a := authority(t, s, clock)
-	r := newRequest(t, clock.Now(), "1")
+	a := aaistest.NewAuthority(t, s, clock)
+	r := aaistest.Request(t, clock.Now(), "1")
 	if _, _, err := a.Create(ctx, r); err != nil {
 		t.Fatal(err)
 	}
 	// Pretend the log reached the end.
 	exec(t, rawConn(t, schema), "UPDATE meta SET latest_sequence = $1", int64(aais.MaxSequence))
-	if _, _, err := a.Create(ctx, newRequest(t, clock.Now(), "2")); !errors.Is(err, aais.ErrSequenceExhausted) {
+	if _, _, err := a.Create(ctx, aaistest.Request(t, clock.Now(), "2")); !errors.Is(err, aais.ErrSequenceExhausted) {
 		t.Fatalf("Create: err = %v, want ErrSequenceExhausted", err)
 	}
 	if _, _, err := s.ResolveIfPending(ctx, aais.ResolutionRecord{Event: resolvedEvent(t, r, clock.Now())}); !errors.Is(err, aais.ErrSequenceExhausted) {
@@ -833,7 +762,7 @@ func TestImport(t *testing.T) {
 	clock := aaistest.NewClock(aaistest.Start)
 	var recs []aais.RequestRecord
 	for i := range 5 {
-		recs = append(recs, requestRecord(t, newRequest(t, clock.Now(), fmt.Sprint(i)), clock.Now(), fmt.Sprint("fp", i)))
+		recs = append(recs, requestRecord(t, aaistest.Request(t, clock.Now(), fmt.Sprint(i)), clock.Now(), fmt.Sprint("fp", i)))
 	}
 	recs[2].Owner = &aais.ProcessIdentity{PID: 42, HostID: "host"}
 	if n, err := s.Import(ctx, recs[:3]); err != nil || n != 3 {
@@ -843,29 +772,29 @@ func TestImport(t *testing.T) {
 	if n, err := s.Import(ctx, append(recs, recs[4])); err != nil || n != 2 {
 		t.Fatalf("Import again: %d, %v", n, err)
 	}
-	checkLog(t, s, 5)
+	aaistest.CheckLog(t, s, 5)
 	if st, err := s.RequestState(ctx, "apr_2"); err != nil || st.Request.Owner == nil || st.Request.Owner.PID != 42 {
 		t.Fatalf("imported owner: %+v, %v", st.Request.Owner, err)
 	}
 	// A conflict anywhere: nothing written.
-	bad := requestRecord(t, newRequest(t, clock.Now(), "1"), clock.Now(), "other")
-	fresh := requestRecord(t, newRequest(t, clock.Now(), "9"), clock.Now(), "fp9")
+	bad := requestRecord(t, aaistest.Request(t, clock.Now(), "1"), clock.Now(), "other")
+	fresh := requestRecord(t, aaistest.Request(t, clock.Now(), "9"), clock.Now(), "fp9")
 	if _, err := s.Import(ctx, []aais.RequestRecord{fresh, bad}); !errors.Is(err, aais.ErrConflict) {
 		t.Fatalf("Import with a conflict: %v", err)
 	}
 	if _, err := s.RequestState(ctx, "apr_9"); !errors.Is(err, aais.ErrUnknownRequest) {
 		t.Fatalf("Import with a conflict wrote a record: %v", err)
 	}
-	checkLog(t, s, 5)
+	aaistest.CheckLog(t, s, 5)
 	// An automatic approval by an unknown rule: nothing written.
-	auto := requestRecord(t, newRequest(t, clock.Now(), "10"), clock.Now(), "fp10")
+	auto := requestRecord(t, aaistest.Request(t, clock.Now(), "10"), clock.Now(), "fp10")
 	res := resolvedEvent(t, auto.Event.Request, clock.Now())
 	res.Resolution.Outcome = aais.OutcomeApproved
 	auto.Resolution = &aais.ResolutionRecord{Event: res, ByRule: "rul_missing"}
 	if _, err := s.Import(ctx, []aais.RequestRecord{fresh, auto}); err == nil {
 		t.Fatal("Import accepted an approval by an unknown rule")
 	}
-	checkLog(t, s, 5)
+	aaistest.CheckLog(t, s, 5)
 	pending, asOf, err := s.Pending(ctx)
 	if err != nil || len(pending) != 5 || asOf != 5 {
 		t.Fatalf("Pending: %d as of %d, %v", len(pending), asOf, err)
@@ -876,8 +805,8 @@ func TestReturnsCopies(t *testing.T) {
 	ctx := t.Context()
 	s := open(t, newSchema(t))
 	clock := aaistest.NewClock(aaistest.Start)
-	r := newRequest(t, clock.Now(), "1")
-	ev, _, err := authority(t, s, clock).Create(ctx, r)
+	r := aaistest.Request(t, clock.Now(), "1")
+	ev, _, err := aaistest.NewAuthority(t, s, clock).Create(ctx, r)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -611,13 +611,11 @@ func latest(ctx context.Context, tx *sqlitedb.Tx) (uint64, error) {
 // JSON b.
 func requestRecord(m *aais.Message, b []byte, fp string, owner []byte) (aais.RequestRecord, error) {
 	if m == nil {
-		var err error
-		if m, err = aais.Parse(b); err != nil {
-			return aais.RequestRecord{}, fmt.Errorf("sqlitestore: stored request: %w", err)
+		rec, err := aais.StoredRequest(b, fp, owner)
+		if err != nil {
+			return aais.RequestRecord{}, fmt.Errorf("sqlitestore: %w", err)
 		}
-	}
-	if m.Type != aais.TypeRequested || m.Request == nil {
-		return aais.RequestRecord{}, fmt.Errorf("sqlitestore: stored request is a %s message", m.Type)
+		return rec, nil
 	}
 	rec := aais.RequestRecord{Event: m, Fingerprint: fp}
 	if owner != nil {
@@ -656,7 +654,7 @@ func (s *Store) Rules(ctx context.Context) (aais.RuleSet, error) {
 	}
 	out := make(aais.RuleSet, 0, len(raw))
 	for _, b := range raw {
-		r, err := ruleOf(b)
+		r, err := aais.StoredRule(b)
 		if err != nil {
 			return nil, err
 		}
@@ -684,21 +682,13 @@ func (s *Store) RevokeRule(ctx context.Context, id string, at time.Time, by aais
 		if err != nil {
 			return err
 		}
-		r, err := ruleOf(b)
+		c, nb, err := aais.RevokeStoredRule(b, at, by)
 		if err != nil {
 			return err
 		}
-		if r.Revoked() {
-			out = r
+		if nb == nil {
+			out = c
 			return nil
-		}
-		c, err := r.Revoke(at, by)
-		if err != nil {
-			return err
-		}
-		nb, err := c.MarshalJSON()
-		if err != nil {
-			return err
 		}
 		if _, err := tx.ExecContext(ctx, "UPDATE rules SET revoked = 1, json = ? WHERE id = ?", nb, id); err != nil {
 			return err
@@ -712,25 +702,15 @@ func (s *Store) RevokeRule(ctx context.Context, id string, at time.Time, by aais
 	return out, revoked, nil
 }
 
-func ruleOf(b []byte) (*aais.Rule, error) {
-	r := new(aais.Rule)
-	if err := r.UnmarshalJSON(b); err != nil {
-		return nil, fmt.Errorf("sqlitestore: stored rule: %w", err)
-	}
-	return r, nil
-}
-
 // resolutionRecord builds a record from m, or when m is nil from the
 // stored JSON b.
 func resolutionRecord(m *aais.Message, b []byte, dfp string) (aais.ResolutionRecord, error) {
 	if m == nil {
-		var err error
-		if m, err = aais.Parse(b); err != nil {
-			return aais.ResolutionRecord{}, fmt.Errorf("sqlitestore: stored resolution: %w", err)
+		rec, err := aais.StoredResolution(b, dfp)
+		if err != nil {
+			return aais.ResolutionRecord{}, fmt.Errorf("sqlitestore: %w", err)
 		}
-	}
-	if m.Type != aais.TypeResolved || m.Resolution == nil {
-		return aais.ResolutionRecord{}, fmt.Errorf("sqlitestore: stored resolution is a %s message", m.Type)
+		return rec, nil
 	}
 	return aais.ResolutionRecord{Event: m, DecisionFingerprint: dfp}, nil
 }
@@ -738,11 +718,7 @@ func resolutionRecord(m *aais.Message, b []byte, dfp string) (aais.ResolutionRec
 // wrap prefixes database errors with the package name and leaves the aais
 // sentinels and context errors recognisable (errors.Is still matches).
 func wrap(err error) error {
-	switch {
-	case errors.Is(err, aais.ErrConflict), errors.Is(err, aais.ErrUnknownRequest),
-		errors.Is(err, aais.ErrSequenceExhausted), errors.Is(err, aais.ErrInvalid),
-		errors.Is(err, aais.ErrUnknownRule), errors.Is(err, aais.ErrRuleInactive),
-		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+	if err == nil || aais.IsStoreError(err) {
 		return err
 	}
 	return fmt.Errorf("sqlitestore: %w", err)

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -59,76 +58,6 @@ func TestConformanceOneConnection(t *testing.T) {
 	})
 }
 
-func action(n string) []byte {
-	return []byte(`{"kind":"process.exec","name":"shell.exec","summary":"Run the syntax check",` +
-		`"arguments":{"command":"node --check script-` + n + `.js"}}`)
-}
-
-func newRequest(t testing.TB, now time.Time, n string) *aais.Request {
-	t.Helper()
-	r, err := aais.NewRequest(aais.RequestParams{
-		ID:        "apr_" + n,
-		CreatedAt: now,
-		ExpiresAt: now.Add(time.Hour),
-		Origin:    aais.Origin{Harness: "sqlitestore", SessionID: "s-1", RunID: "run-1"},
-		Action:    json.RawMessage(action(n)),
-		Risk:      aais.Risk{Level: aais.RiskMedium, Reasons: []string{"Executes a local process"}},
-		Choices: []aais.Choice{
-			{Decision: aais.Approve, Scope: aais.ScopeOnce, Label: "Allow once"},
-			{Decision: aais.Deny, Scope: aais.ScopeOnce, Label: "Deny"},
-		},
-	})
-	if err != nil {
-		t.Fatalf("NewRequest: %v", err)
-	}
-	return r
-}
-
-func newDecision(t testing.TB, r *aais.Request, v aais.Verdict, id string, now time.Time) *aais.Decision {
-	t.Helper()
-	d, err := aais.NewDecision(r, aais.DecisionParams{ID: id, Decision: v, Scope: aais.ScopeOnce, Actor: aaistest.Actor, DecidedAt: now})
-	if err != nil {
-		t.Fatalf("NewDecision: %v", err)
-	}
-	return d
-}
-
-func authority(t testing.TB, s aais.Store, c *aaistest.Clock) *aais.Authority {
-	t.Helper()
-	a, err := aais.NewAuthority(s, &aais.AuthorityOptions{Now: c.Now, Stream: "test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return a
-}
-
-func wire(t testing.TB, m *aais.Message) string {
-	t.Helper()
-	b, err := aais.Marshal(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
-}
-
-// checkLog checks the log holds events 1..n with no gap.
-func checkLog(t *testing.T, s aais.Store, n int) aais.EventPage {
-	t.Helper()
-	p, err := s.EventsAfter(t.Context(), 0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p.Gap || p.Latest != uint64(n) || len(p.Events) != n {
-		t.Fatalf("log: gap %v latest %d, %d events; want %d", p.Gap, p.Latest, len(p.Events), n)
-	}
-	for i, e := range p.Events {
-		if e.Sequence != uint64(i+1) {
-			t.Fatalf("event %d has sequence %d", i, e.Sequence)
-		}
-	}
-	return p
-}
-
 // Closing and reopening the file keeps pending requests, resolutions, the
 // event log and the store identity; sequences continue.
 func TestRestartPreservesState(t *testing.T) {
@@ -137,32 +66,32 @@ func TestRestartPreservesState(t *testing.T) {
 	clock := aaistest.NewClock(aaistest.Start)
 
 	s := open(t, path)
-	a := authority(t, s, clock)
+	a := aaistest.NewAuthority(t, s, clock)
 	var reqs []*aais.Request
 	for i := range 3 {
-		r := newRequest(t, clock.Now(), fmt.Sprint(i))
+		r := aaistest.Request(t, clock.Now(), fmt.Sprint(i))
 		if _, created, err := a.Create(ctx, r); err != nil || !created {
 			t.Fatalf("Create: %v, %v", created, err)
 		}
 		reqs = append(reqs, r)
 	}
-	d := newDecision(t, reqs[1], aais.Approve, "dec_1", clock.Now())
+	d := aaistest.Decision(t, reqs[1], aais.Approve, "dec_1", clock.Now())
 	receipt, err := a.Decide(ctx, d, aaistest.Actor, nil)
 	if err != nil || receipt.Resolution.Outcome != aais.OutcomeApproved {
 		t.Fatalf("Decide: %v, %v", receipt, err)
 	}
-	before := checkLog(t, s, 4)
+	before := aaistest.CheckLog(t, s, 4)
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
 
 	s2 := open(t, path)
-	after := checkLog(t, s2, 4)
+	after := aaistest.CheckLog(t, s2, 4)
 	if after.StoreID != before.StoreID {
 		t.Fatalf("store id changed on reopen: %s -> %s", before.StoreID, after.StoreID)
 	}
 	for i := range before.Events {
-		if wire(t, before.Events[i]) != wire(t, after.Events[i]) {
+		if aaistest.Wire(t, before.Events[i]) != aaistest.Wire(t, after.Events[i]) {
 			t.Fatalf("event %d changed on reopen", i+1)
 		}
 	}
@@ -172,16 +101,16 @@ func TestRestartPreservesState(t *testing.T) {
 		t.Fatalf("Pending after reopen: %d records as of %d, %v", len(pending), asOf, err)
 	}
 	st, err := s2.RequestState(ctx, reqs[1].ID)
-	if err != nil || st.Pending() || wire(t, st.Resolution.Event) != wire(t, receipt) {
+	if err != nil || st.Pending() || aaistest.Wire(t, st.Resolution.Event) != aaistest.Wire(t, receipt) {
 		t.Fatalf("resolution lost on reopen: %+v, %v", st, err)
 	}
-	a2 := authority(t, s2, clock)
+	a2 := aaistest.NewAuthority(t, s2, clock)
 	// The replay is recognised across the restart (decision fingerprint kept).
 	again, err := a2.Decide(ctx, d, aaistest.Actor, nil)
-	if err != nil || wire(t, again) != wire(t, receipt) {
+	if err != nil || aaistest.Wire(t, again) != aaistest.Wire(t, receipt) {
 		t.Fatalf("replay after reopen: %v", err)
 	}
-	ev, created, err := a2.Create(ctx, newRequest(t, clock.Now(), "new"))
+	ev, created, err := a2.Create(ctx, aaistest.Request(t, clock.Now(), "new"))
 	if err != nil || !created || ev.Sequence != 5 {
 		t.Fatalf("Create after reopen: sequence %d, %v, %v; want 5", ev.Sequence, created, err)
 	}
@@ -189,7 +118,7 @@ func TestRestartPreservesState(t *testing.T) {
 	if err != nil || len(recs) != 0 {
 		t.Fatalf("ExpireOverdue: %d, %v", len(recs), err)
 	}
-	checkLog(t, s2, 5)
+	aaistest.CheckLog(t, s2, 5)
 }
 
 // Two Stores on one file behave as one store: one resolution per request
@@ -204,11 +133,11 @@ func TestTwoHandlesSameFile(t *testing.T) {
 	if id1 == "" || id1 != id2 {
 		t.Fatalf("store ids %q and %q", id1, id2)
 	}
-	auths := []*aais.Authority{authority(t, s1, clock), authority(t, s2, clock)}
+	auths := []*aais.Authority{aaistest.NewAuthority(t, s1, clock), aaistest.NewAuthority(t, s2, clock)}
 
 	const rounds, deciders = 10, 16
 	for round := range rounds {
-		r := newRequest(t, clock.Now(), fmt.Sprint(round))
+		r := aaistest.Request(t, clock.Now(), fmt.Sprint(round))
 		if _, _, err := auths[round%2].Create(ctx, r); err != nil {
 			t.Fatal(err)
 		}
@@ -220,7 +149,7 @@ func TestTwoHandlesSameFile(t *testing.T) {
 			if i%2 == 1 {
 				v = aais.Deny
 			}
-			decisions[i] = newDecision(t, r, v, fmt.Sprintf("dec_%d_%d", round, i), clock.Now())
+			decisions[i] = aaistest.Decision(t, r, v, fmt.Sprintf("dec_%d_%d", round, i), clock.Now())
 		}
 		var wg sync.WaitGroup
 		start := make(chan struct{})
@@ -243,7 +172,7 @@ func TestTwoHandlesSameFile(t *testing.T) {
 			}
 			if m.Resolution.Outcome != aais.OutcomeConflict {
 				winners++
-				if wire(t, m) != wire(t, st.Resolution.Event) {
+				if aaistest.Wire(t, m) != aaistest.Wire(t, st.Resolution.Event) {
 					t.Fatalf("round %d: winner %d's receipt is not the stored one", round, i)
 				}
 			}
@@ -252,7 +181,7 @@ func TestTwoHandlesSameFile(t *testing.T) {
 			t.Fatalf("round %d: %d deciders won, want exactly 1", round, winners)
 		}
 	}
-	p := checkLog(t, s2, 2*rounds)
+	p := aaistest.CheckLog(t, s2, 2*rounds)
 	resolved := 0
 	for _, e := range p.Events {
 		if e.Type == aais.TypeResolved {
@@ -270,7 +199,7 @@ func TestTwoHandlesSameFile(t *testing.T) {
 	for w := range writers {
 		wg.Go(func() {
 			for i := range each {
-				if _, _, err := auths[w%2].Create(ctx, newRequest(t, clock.Now(), fmt.Sprintf("c%d_%d", w, i))); err != nil {
+				if _, _, err := auths[w%2].Create(ctx, aaistest.Request(t, clock.Now(), fmt.Sprintf("c%d_%d", w, i))); err != nil {
 					errc <- err
 				}
 			}
@@ -281,7 +210,7 @@ func TestTwoHandlesSameFile(t *testing.T) {
 	for err := range errc {
 		t.Fatal(err)
 	}
-	checkLog(t, s1, 2*rounds+writers*each)
+	aaistest.CheckLog(t, s1, 2*rounds+writers*each)
 }
 
 // Opening again applies nothing twice and keeps the identity; concurrent
@@ -415,8 +344,8 @@ func TestCancelledContextWritesNothing(t *testing.T) {
 	ctx := t.Context()
 	s := open(t, filepath.Join(t.TempDir(), "store.db"))
 	clock := aaistest.NewClock(aaistest.Start)
-	a := authority(t, s, clock)
-	r := newRequest(t, clock.Now(), "1")
+	a := aaistest.NewAuthority(t, s, clock)
+	r := aaistest.Request(t, clock.Now(), "1")
 	if _, _, err := a.Create(ctx, r); err != nil {
 		t.Fatal(err)
 	}
@@ -424,10 +353,10 @@ func TestCancelledContextWritesNothing(t *testing.T) {
 
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
-	if _, _, err := a.Create(cancelled, newRequest(t, clock.Now(), "2")); !errors.Is(err, context.Canceled) {
+	if _, _, err := a.Create(cancelled, aaistest.Request(t, clock.Now(), "2")); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Create: err = %v, want context.Canceled", err)
 	}
-	if _, err := a.Decide(cancelled, newDecision(t, r, aais.Approve, "", clock.Now()), aaistest.Actor, nil); !errors.Is(err, context.Canceled) {
+	if _, err := a.Decide(cancelled, aaistest.Decision(t, r, aais.Approve, "", clock.Now()), aaistest.Actor, nil); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Decide: err = %v, want context.Canceled", err)
 	}
 	// Straight to the store, past the Authority's read.
@@ -438,7 +367,7 @@ func TestCancelledContextWritesNothing(t *testing.T) {
 	if err := s.Reset(cancelled); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Reset: err = %v, want context.Canceled", err)
 	}
-	p := checkLog(t, s, 1)
+	p := aaistest.CheckLog(t, s, 1)
 	if p.StoreID != id {
 		t.Fatal("cancelled Reset changed the store id")
 	}
@@ -468,8 +397,8 @@ func TestSequenceExhausted(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "store.db")
 	s := open(t, path)
 	clock := aaistest.NewClock(aaistest.Start)
-	a := authority(t, s, clock)
-	r := newRequest(t, clock.Now(), "1")
+	a := aaistest.NewAuthority(t, s, clock)
+	r := aaistest.Request(t, clock.Now(), "1")
 	if _, _, err := a.Create(ctx, r); err != nil {
 		t.Fatal(err)
 	}
@@ -477,10 +406,10 @@ func TestSequenceExhausted(t *testing.T) {
 	if _, err := rawDB(t, path).Exec("INSERT INTO events (sequence, type, request_id, json) VALUES (?, 'x', 'x', x'')", int64(aais.MaxSequence)); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := a.Create(ctx, newRequest(t, clock.Now(), "2")); !errors.Is(err, aais.ErrSequenceExhausted) {
+	if _, _, err := a.Create(ctx, aaistest.Request(t, clock.Now(), "2")); !errors.Is(err, aais.ErrSequenceExhausted) {
 		t.Fatalf("Create: err = %v, want ErrSequenceExhausted", err)
 	}
-	if _, err := a.Decide(ctx, newDecision(t, r, aais.Approve, "", clock.Now()), aaistest.Actor, nil); !errors.Is(err, aais.ErrSequenceExhausted) {
+	if _, err := a.Decide(ctx, aaistest.Decision(t, r, aais.Approve, "", clock.Now()), aaistest.Actor, nil); !errors.Is(err, aais.ErrSequenceExhausted) {
 		t.Fatalf("Decide: err = %v, want ErrSequenceExhausted", err)
 	}
 	if st, err := s.RequestState(ctx, r.ID); err != nil || !st.Pending() {
@@ -497,13 +426,13 @@ func TestResetReportsGap(t *testing.T) {
 	ctx := t.Context()
 	s := open(t, filepath.Join(t.TempDir(), "store.db"))
 	clock := aaistest.NewClock(aaistest.Start)
-	a := authority(t, s, clock)
+	a := aaistest.NewAuthority(t, s, clock)
 	for i := range 3 {
-		if _, _, err := a.Create(ctx, newRequest(t, clock.Now(), fmt.Sprint(i))); err != nil {
+		if _, _, err := a.Create(ctx, aaistest.Request(t, clock.Now(), fmt.Sprint(i))); err != nil {
 			t.Fatal(err)
 		}
 	}
-	old := checkLog(t, s, 3).StoreID
+	old := aaistest.CheckLog(t, s, 3).StoreID
 	if err := s.Reset(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -517,7 +446,7 @@ func TestResetReportsGap(t *testing.T) {
 	if pending, asOf, err := s.Pending(ctx); err != nil || len(pending) != 0 || asOf != 0 {
 		t.Fatalf("after reset, Pending = %d as of %d, %v", len(pending), asOf, err)
 	}
-	ev, created, err := a.Create(ctx, newRequest(t, clock.Now(), "0"))
+	ev, created, err := a.Create(ctx, aaistest.Request(t, clock.Now(), "0"))
 	if err != nil || !created || ev.Sequence != 1 {
 		t.Fatalf("Create after reset: sequence %d, %v, %v", ev.Sequence, created, err)
 	}
@@ -558,8 +487,8 @@ func TestReturnsCopies(t *testing.T) {
 	ctx := t.Context()
 	s := open(t, filepath.Join(t.TempDir(), "store.db"))
 	clock := aaistest.NewClock(aaistest.Start)
-	r := newRequest(t, clock.Now(), "1")
-	a := authority(t, s, clock)
+	r := aaistest.Request(t, clock.Now(), "1")
+	a := aaistest.NewAuthority(t, s, clock)
 	ev, _, err := a.Create(ctx, r)
 	if err != nil {
 		t.Fatal(err)
@@ -584,13 +513,13 @@ func TestHelperProcess(t *testing.T) {
 	ctx := t.Context()
 	s := open(t, path)
 	clock := aaistest.NewClock(aaistest.Start)
-	a := authority(t, s, clock)
+	a := aaistest.NewAuthority(t, s, clock)
 	for i := range crossRequests {
-		r := newRequest(t, clock.Now(), fmt.Sprint(i))
-		if _, err := a.Decide(ctx, newDecision(t, r, aais.Approve, "dec_"+child+"_"+fmt.Sprint(i), clock.Now()), aaistest.Actor, nil); err != nil {
+		r := aaistest.Request(t, clock.Now(), fmt.Sprint(i))
+		if _, err := a.Decide(ctx, aaistest.Decision(t, r, aais.Approve, "dec_"+child+"_"+fmt.Sprint(i), clock.Now()), aaistest.Actor, nil); err != nil {
 			t.Fatalf("Decide %d: %v", i, err)
 		}
-		if _, _, err := a.Create(ctx, newRequest(t, clock.Now(), "p"+child+"_"+fmt.Sprint(i))); err != nil {
+		if _, _, err := a.Create(ctx, aaistest.Request(t, clock.Now(), "p"+child+"_"+fmt.Sprint(i))); err != nil {
 			t.Fatalf("Create %d: %v", i, err)
 		}
 	}
@@ -608,9 +537,9 @@ func TestCrossProcess(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "store.db")
 	s := open(t, path)
 	clock := aaistest.NewClock(aaistest.Start)
-	a := authority(t, s, clock)
+	a := aaistest.NewAuthority(t, s, clock)
 	for i := range crossRequests {
-		if _, _, err := a.Create(ctx, newRequest(t, clock.Now(), fmt.Sprint(i))); err != nil {
+		if _, _, err := a.Create(ctx, aaistest.Request(t, clock.Now(), fmt.Sprint(i))); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -631,7 +560,7 @@ func TestCrossProcess(t *testing.T) {
 		}
 	}
 	want := crossRequests + crossRequests + crossChildren*crossRequests
-	p := checkLog(t, s, want)
+	p := aaistest.CheckLog(t, s, want)
 	perRequest := map[string]int{}
 	for _, e := range p.Events {
 		if e.Type == aais.TypeResolved {
