@@ -68,6 +68,7 @@ store (custos approvals).`,
 		newProfileCommand(),
 		newEnvelopeCommand(),
 		newApprovalsCommand(),
+		newAuditCommand(),
 	)
 	return root
 }
