@@ -1,0 +1,117 @@
+package config
+
+import (
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestDefaultIsValid(t *testing.T) {
+	c := Default()
+	if err := c.Check(); err != nil {
+		t.Fatalf("default config: %v", err)
+	}
+	if !filepath.IsAbs(c.Data) || c.Store != filepath.Join(c.Data, "approvals.db") ||
+		c.AuditLog != filepath.Join(c.Data, "audit.db") || c.PublicURL != "http://127.0.0.1:8080" {
+		t.Fatalf("derived settings: %+v", c)
+	}
+}
+
+func TestPrecedence(t *testing.T) {
+	c := Default()
+	yml := `
+listen: 127.0.0.1:9000
+agent: agent:acme.gateway
+senders:
+  - agent: agent:acme.advisor
+    capabilities: ["billing.*"]
+handlers:
+  billing.invoice.create:
+    type: http
+    url: https://billing.internal/invoices
+    timeout: 5s
+  demo.echo:
+    type: echo
+oversight:
+  ttl: 15m
+  allow_session: true
+`
+	if err := c.Decode(strings.NewReader(yml), "custos.yaml"); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"CUSTOS_LISTEN": "127.0.0.1:9100", "CUSTOS_LOG_FORMAT": "json", "CUSTOS_UNRELATED": "x"}
+	if err := c.ApplyEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok }); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Set("listen", "127.0.0.1:9200"); err != nil { // a flag
+		t.Fatal(err)
+	}
+	if err := c.Check(); err != nil {
+		t.Fatal(err)
+	}
+	if c.Listen != "127.0.0.1:9200" || c.LogFormat != "json" || c.Agent != "agent:acme.gateway" ||
+		c.Handlers["billing.invoice.create"].Timeout != 5*time.Second || c.Oversight.TTL != 15*time.Minute ||
+		len(c.Senders) != 1 || c.Senders[0].Capabilities[0] != "billing.*" {
+		t.Fatalf("merged config: %+v", c)
+	}
+}
+
+func TestRefused(t *testing.T) {
+	for name, tc := range map[string]struct{ yml, want string }{
+		"unknown key":        {"listn: x\n", "field listn not found"},
+		"duplicate key":      {"listen: a:1\nlisten: b:2\n", "already defined"},
+		"two documents":      {"listen: 127.0.0.1:1\n---\nlisten: 127.0.0.1:2\n", "more than one YAML document"},
+		"bad listen":         {"listen: nope\n", "listen"},
+		"bad agent":          {"agent: acme\n", "agent"},
+		"bad handler":        {"handlers:\n  x.y:\n    type: ftp\n", "want echo, http or exec"},
+		"http without url":   {"handlers:\n  x.y:\n    type: http\n", "handlers.x.y.url"},
+		"relative command":   {"handlers:\n  x.y:\n    type: exec\n    command: [ls]\n", "absolute program path"},
+		"jwks over http":     {"trust:\n  jwks_urls: [\"http://keys.example/jwks.json\"]\n", "not an https URL"},
+		"trust level":        {"trust:\n  min_trust_level: L9\n", "min_trust_level"},
+		"sender no caps":     {"senders:\n  - agent: agent:a.b\n", "no capabilities"},
+		"ttl too long":       {"oversight:\n  ttl: 48h\n", "oversight.ttl"},
+		"log format":         {"log_format: xml\n", "log_format"},
+		"rate without burst": {"rate_limit:\n  per_second: 5\n  burst: 0\n", "rate_limit"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := Default()
+			err := c.Decode(strings.NewReader(tc.yml), "custos.yaml")
+			if err == nil {
+				err = c.Check()
+			}
+			if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want ErrConfig mentioning %q", err, tc.want)
+			}
+		})
+	}
+	c := Default()
+	if err := c.Set("max_body", "lots"); !errors.Is(err, ErrConfig) {
+		t.Fatalf("Set(max_body, lots) = %v", err)
+	}
+	if err := c.Set("nope", "x"); !errors.Is(err, ErrConfig) {
+		t.Fatalf("Set(nope) = %v", err)
+	}
+	// Every problem is reported at once.
+	c = Default()
+	c.Listen, c.LogFormat = "x", "xml"
+	if err := c.Check(); err == nil || !strings.Contains(err.Error(), "listen") || !strings.Contains(err.Error(), "log_format") {
+		t.Fatalf("Check = %v, want both problems", err)
+	}
+}
+
+func FuzzDecode(f *testing.F) {
+	f.Add([]byte("listen: 127.0.0.1:8080\n"))
+	f.Add([]byte("handlers:\n  a.b:\n    type: echo\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c := Default()
+		if err := c.Decode(strings.NewReader(string(data)), "fuzz"); err != nil {
+			if !errors.Is(err, ErrConfig) {
+				t.Fatalf("error without ErrConfig: %v", err)
+			}
+			return
+		}
+		_ = c.Check()
+	})
+}
