@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +11,7 @@ import (
 	"os"
 	"os/user"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -69,6 +72,7 @@ decide, so protect it with file permissions.`,
 		env.revokeCommand(),
 		env.snapshotCommand(),
 		env.sweepCommand(),
+		env.stdioCommand(),
 	)
 	return cmd
 }
@@ -606,6 +610,146 @@ func (e *approvalsEnv) sweepCommand() *cobra.Command {
 			return nil
 		},
 	}
+}
+
+func (e *approvalsEnv) stdioCommand() *cobra.Command {
+	var interval time.Duration
+	cmd := &cobra.Command{
+		Use:   "stdio",
+		Short: "Speak AAIS as NDJSON: events out on stdout, decisions in on stdin",
+		Long: `The NDJSON stdio binding of AAIS, for a presenter running this command as a
+child process: one complete envelope per line.
+
+  stdout  an approval.snapshot first, then every approval.requested and
+          approval.resolved event in sequence order; the approval.resolved
+          receipt answering each decision read on stdin. A receipt can appear
+          twice (as the answer and as the event, with the same sequence): a
+          presenter applying events by sequence ignores the second.
+  stdin   approval.decided envelopes, decided as the local OS user (the
+          process owner is the authenticated channel; the actor in the
+          envelope is replaced).
+  stderr  diagnostics only: a line that is not a valid approval.decided
+          envelope is reported there and changes nothing.
+
+When the store is reset or compacted past the position, a new snapshot is
+written. The command ends when stdin is closed.`,
+		Args: argsExactly(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			actor, err := localActor()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithCancel(cmd.Context())
+			defer cancel()
+			out := &lineWriter{w: cmd.OutOrStdout()}
+			pumpErr := make(chan error, 1)
+			go func() { pumpErr <- e.pump(ctx, out, interval) }()
+
+			sc := bufio.NewScanner(cmd.InOrStdin())
+			sc.Buffer(make([]byte, 64<<10), aais.DefaultMaxSize)
+			line := 0
+			for sc.Scan() {
+				line++
+				if len(bytes.TrimSpace(sc.Bytes())) == 0 {
+					continue
+				}
+				if err := e.decideLine(ctx, out, sc.Bytes(), actor); err != nil {
+					fmt.Fprintf(cmd.ErrOrStderr(), "custos: stdin line %d: %v\n", line, err)
+				}
+			}
+			cancel()
+			if err := <-pumpErr; err != nil && !errors.Is(err, context.Canceled) {
+				return err
+			}
+			return sc.Err()
+		},
+	}
+	cmd.Flags().DurationVar(&interval, "interval", 250*time.Millisecond, "how often to poll the store for new events")
+	return cmd
+}
+
+// decideLine decides one approval.decided envelope read on stdin and
+// writes its receipt.
+func (e *approvalsEnv) decideLine(ctx context.Context, out *lineWriter, line []byte, actor aais.Actor) error {
+	m, err := aais.Parse(line)
+	if err != nil {
+		return err
+	}
+	if m.Type != aais.TypeDecided {
+		return fmt.Errorf("a %s message; only approval.decided is accepted on stdin", m.Type)
+	}
+	receipt, err := e.auth.Decide(ctx, m.Decision, actor, nil)
+	if err != nil {
+		return err
+	}
+	return out.message(receipt)
+}
+
+// pump writes a snapshot and then every event, re-snapshotting when the
+// store's log no longer connects to what was written.
+func (e *approvalsEnv) pump(ctx context.Context, out *lineWriter, interval time.Duration) error {
+	var after uint64
+	storeID := ""
+	resync := func() error {
+		snap, err := e.auth.Snapshot(ctx)
+		if err != nil {
+			return err
+		}
+		after = snap.Snapshot.AsOfSequence
+		return out.message(snap)
+	}
+	if err := resync(); err != nil {
+		return err
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		p, err := e.st.EventsAfter(ctx, after, 500)
+		if err != nil {
+			return err
+		}
+		switch {
+		case p.Gap || (storeID != "" && p.StoreID != storeID):
+			storeID = p.StoreID
+			if err := resync(); err != nil {
+				return err
+			}
+			continue
+		}
+		storeID = p.StoreID
+		for _, m := range p.Events {
+			if err := out.message(m); err != nil {
+				return err
+			}
+			after = m.Sequence
+		}
+		if len(p.Events) == 500 {
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// lineWriter writes whole lines from several goroutines without
+// interleaving them.
+type lineWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lineWriter) message(m *aais.Message) error {
+	b, err := aais.Marshal(m)
+	if err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, err = l.w.Write(append(b, '\n'))
+	return err
 }
 
 // printMessage writes one AAIS message as a line of JSON.

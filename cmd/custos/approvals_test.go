@@ -5,9 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -163,5 +165,107 @@ func TestApprovalsStoreLocation(t *testing.T) {
 	t.Setenv("CUSTOS_DATA_DIR", t.TempDir())
 	if code, out, errOut := custos(t, "", "approvals", "--store", "", "list"); code != 0 || !strings.Contains(out, "No pending") {
 		t.Fatalf("default store: exit %d, %s%s", code, out, errOut)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for one writer and one reader.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// waitFor polls until cond holds on the buffer's text; the test's own
+// deadline bounds it.
+func waitFor(t *testing.T, b *syncBuffer, what string, cond func(string) bool) {
+	t.Helper()
+	for !cond(b.String()) {
+		select {
+		case <-t.Context().Done():
+			t.Fatalf("never saw %s; output:\n%s", what, b.String())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+func TestApprovalsStdio(t *testing.T) {
+	st := "--store=sqlite:" + filepath.Join(t.TempDir(), "approvals.db")
+	reqJSON := requestJSON(t, "apr_1", "node --check a.js", time.Hour)
+	if code, _, errOut := custos(t, reqJSON, "approvals", st, "submit"); code != 0 {
+		t.Fatal(errOut)
+	}
+	m, err := aais.Parse([]byte(reqJSON))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := aais.NewDecision(m.Request, aais.DecisionParams{Decision: aais.Approve, Scope: aais.ScopeOnce,
+		Actor: aais.Actor{ID: "claimed-in-body", Type: aais.ActorHuman}, DecidedAt: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dm, err := aais.NewMessage(aais.Header{OccurredAt: time.Now(), Stream: "presenter"}, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	decision, err := aais.Marshal(dm)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	stdinR, stdinW := io.Pipe()
+	var out, errOut syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(t.Context(), []string{"approvals", st, "stdio", "--interval", "10ms"}, stdinR, &out, &errOut)
+	}()
+	waitFor(t, &out, "the snapshot", func(s string) bool { return strings.Contains(s, `"approval.snapshot"`) })
+	if _, err := io.WriteString(stdinW, "not json\n"+string(decision)+"\n"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, &out, "the receipt", func(s string) bool { return strings.Contains(s, `"outcome":"approved"`) })
+	// A request recorded by another process shows up as an event.
+	if code, _, e := custos(t, requestJSON(t, "apr_2", "make", time.Hour), "approvals", st, "submit"); code != 0 {
+		t.Fatal(e)
+	}
+	waitFor(t, &out, "the new request", func(s string) bool { return strings.Contains(s, `"apr_2"`) })
+	stdinW.Close()
+	if code := <-done; code != 0 {
+		t.Fatalf("stdio exit %d: %s", code, errOut.String())
+	}
+	if !strings.Contains(errOut.String(), "stdin line 1") {
+		t.Fatalf("no diagnostic for the bad line: %q", errOut.String())
+	}
+	var v aais.View
+	for i, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		m, err := aais.Parse([]byte(line))
+		if err != nil {
+			t.Fatalf("stdout line %d is not an AAIS message: %v", i+1, err)
+		}
+		if i == 0 {
+			if err := v.Restore(m); err != nil {
+				t.Fatalf("first line: %v", err)
+			}
+			continue
+		}
+		if m.Type == aais.TypeResolved && m.Resolution.Outcome == aais.OutcomeApproved && m.Resolution.DecisionID != d.ID {
+			t.Fatalf("receipt for another decision: %s", line)
+		}
+		if _, err := v.Apply(m); err != nil {
+			t.Fatalf("line %d does not apply in order: %v", i+1, err)
+		}
+	}
+	if got := v.Pending(time.Now()); len(got) != 1 || got[0].ID != "apr_2" {
+		t.Fatalf("presenter view after the stream: %v", got)
 	}
 }
