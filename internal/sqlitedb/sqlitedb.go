@@ -406,7 +406,7 @@ func (s *DB) runOnce(ops []*writeOp) (failed int, err error) {
 		if err != nil {
 			return err
 		}
-		q := &Tx{tx: tx, s: s}
+		q := &Tx{tx: tx, s: s, Memo: map[string]any{}}
 		for i, op := range ops {
 			err := op.fn(q)
 			if err == nil {
@@ -432,6 +432,11 @@ func (s *DB) runOnce(ops []*writeOp) (failed int, err error) {
 type Tx struct {
 	tx *sql.Tx
 	s  *DB
+	// Memo is scratch space for the writes of one write transaction
+	// (nil in read transactions): what one write learnt (the latest
+	// sequence, say) the next can reuse. A retried or re-run batch starts
+	// with an empty Memo.
+	Memo map[string]any
 }
 
 func (q *Tx) stmt(ctx context.Context, query string) (*sql.Stmt, error) {

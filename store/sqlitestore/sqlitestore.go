@@ -590,13 +590,22 @@ func appendEvent(ctx context.Context, tx *sqlitedb.Tx, e event, requestID string
 	if _, err := tx.ExecContext(ctx, qInsertEvent, int64(seq), string(e.msg.Type), requestID, b); err != nil {
 		return nil, nil, 0, err
 	}
+	if tx.Memo != nil {
+		tx.Memo[memoLatest] = seq
+	}
 	out := *e.msg // shallow: the payload is the caller's alone
 	out.Sequence = seq
 	return b, &out, int64(seq), nil
 }
 
 // latest is the sequence of the last event recorded, 0 when none.
+// Within one write transaction the writer is alone (BEGIN IMMEDIATE), so
+// after the first lookup the latest sequence is remembered in the
+// transaction's memo and advanced by appendEvent.
 func latest(ctx context.Context, tx *sqlitedb.Tx) (uint64, error) {
+	if v, ok := tx.Memo[memoLatest].(uint64); ok {
+		return v, nil
+	}
 	var n int64
 	if err := tx.QueryRowContext(ctx, qLatest).Scan(&n); err != nil {
 		return 0, err
@@ -606,6 +615,8 @@ func latest(ctx context.Context, tx *sqlitedb.Tx) (uint64, error) {
 	}
 	return uint64(n), nil
 }
+
+const memoLatest = "sqlitestore.latest"
 
 // requestRecord builds a record from m, or when m is nil from the stored
 // JSON b.
@@ -633,9 +644,11 @@ func (s *Store) Rules(ctx context.Context) (aais.RuleSet, error) {
 		return nil, err
 	}
 	var raw [][]byte
-	err := s.db.Read(ctx, func(tx *sqlitedb.Tx) error {
+	// One statement reads one snapshot: no transaction needed, and this
+	// runs for every request the authority records.
+	err := s.db.Retry(ctx, func() error {
 		raw = nil
-		rs, err := tx.QueryContext(ctx, qRules)
+		rs, err := s.db.Stmt(qRules).QueryContext(ctx)
 		if err != nil {
 			return err
 		}
