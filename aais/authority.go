@@ -231,7 +231,7 @@ func (a *Authority) ruleResolution(req *Request, r *Rule, now time.Time) (Resolu
 	if err != nil {
 		return ResolutionRecord{}, err
 	}
-	res, err := a.opts.NewResolution(ResolutionParams{
+	res, _, err := a.opts.buildResolution(ResolutionParams{
 		Request:        req,
 		Outcome:        OutcomeApproved,
 		EffectiveScope: r.Scope,
@@ -410,7 +410,7 @@ func (a *Authority) answerResolved(req *Request, stored ResolutionRecord, d *Dec
 	if stored.DecisionFingerprint != "" && stored.DecisionFingerprint == fp {
 		return stored.Event, nil
 	}
-	res, err := a.opts.NewResolution(ResolutionParams{
+	res, _, err := a.opts.buildResolution(ResolutionParams{
 		Request:    req,
 		Decision:   d,
 		Outcome:    OutcomeConflict,
@@ -425,7 +425,8 @@ func (a *Authority) answerResolved(req *Request, stored ResolutionRecord, d *Dec
 
 // resolution builds the receipt and its event for req; d may be nil.
 func (a *Authority) resolution(req *Request, d *Decision, o Outcome, now time.Time) (ResolutionRecord, error) {
-	res, err := a.opts.NewResolution(ResolutionParams{Request: req, Decision: d, Outcome: o, ResolvedAt: now})
+	// Validated once, as the message NewMessage builds.
+	res, _, err := a.opts.buildResolution(ResolutionParams{Request: req, Decision: d, Outcome: o, ResolvedAt: now})
 	if err != nil {
 		return ResolutionRecord{}, err
 	}

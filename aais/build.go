@@ -188,25 +188,40 @@ func NewResolution(p ResolutionParams) (*Resolution, error) {
 
 // NewResolution is the package-level NewResolution with o's randomness.
 func (o *Options) NewResolution(p ResolutionParams) (*Resolution, error) {
+	r, resolved, err := o.buildResolution(p)
+	if err != nil {
+		return nil, err
+	}
+	m, err := o.checkPayload(r, resolved)
+	if err != nil {
+		return nil, err
+	}
+	return m.Resolution, nil
+}
+
+// buildResolution is NewResolution without the final validation, for
+// callers that validate the receipt anyway when they wrap it in a message
+// (the Authority, through NewMessage).
+func (o *Options) buildResolution(p ResolutionParams) (*Resolution, Timestamp, error) {
 	if p.Request == nil {
-		return nil, fmt.Errorf("%w: resolution without a request", ErrBuild)
+		return nil, Timestamp{}, fmt.Errorf("%w: resolution without a request", ErrBuild)
 	}
 	scope := p.EffectiveScope
 	var decisionID string
 	if d := p.Decision; d != nil {
 		if d.RequestID != p.Request.ID {
-			return nil, fmt.Errorf("%w: decision %s is for request %s, not %s", ErrBuild, d.ID, d.RequestID, p.Request.ID)
+			return nil, Timestamp{}, fmt.Errorf("%w: decision %s is for request %s, not %s", ErrBuild, d.ID, d.RequestID, p.Request.ID)
 		}
 		decisionID = d.ID
 		if want, ok := verdictOutcome[d.Decision]; ok && isVerdictOutcome(p.Outcome) && p.Outcome != want {
-			return nil, fmt.Errorf("%w: a %s decision cannot resolve as %s", ErrBuild, d.Decision, p.Outcome)
+			return nil, Timestamp{}, fmt.Errorf("%w: a %s decision cannot resolve as %s", ErrBuild, d.Decision, p.Outcome)
 		}
 		switch p.Outcome {
 		case OutcomeApproved, OutcomeDenied:
 			if scope == "" {
 				scope = d.Scope
 			} else if scope != d.Scope {
-				return nil, fmt.Errorf("%w: effective_scope %s differs from the decided scope %s", ErrBuild, scope, d.Scope)
+				return nil, Timestamp{}, fmt.Errorf("%w: effective_scope %s differs from the decided scope %s", ErrBuild, scope, d.Scope)
 			}
 		}
 	}
@@ -216,11 +231,11 @@ func (o *Options) NewResolution(p ResolutionParams) (*Resolution, error) {
 	}
 	resolved, err := NewTimestamp(p.ResolvedAt)
 	if err != nil {
-		return nil, fmt.Errorf("%w: resolved_at: %w", ErrBuild, err)
+		return nil, Timestamp{}, fmt.Errorf("%w: resolved_at: %w", ErrBuild, err)
 	}
 	id, err := o.idOr(p.ID, "res")
 	if err != nil {
-		return nil, err
+		return nil, Timestamp{}, err
 	}
 	r := &Resolution{
 		ID:             id,
@@ -233,11 +248,7 @@ func (o *Options) NewResolution(p ResolutionParams) (*Resolution, error) {
 		EffectiveScope: scope,
 		Extensions:     p.Extensions,
 	}
-	m, err := o.checkPayload(r, resolved)
-	if err != nil {
-		return nil, err
-	}
-	return m.Resolution, nil
+	return r, resolved, nil
 }
 
 var verdictOutcome = map[Verdict]Outcome{
