@@ -152,14 +152,18 @@ var errMetaMissing = errors.New("store metadata row missing")
 // transactions reuse them, so SQLite does not parse them again for every
 // write.
 const (
-	qRequest          = "SELECT event, fingerprint, owner FROM requests WHERE id = ?"
-	qInsertRequest    = "INSERT INTO requests (id, fingerprint, event, sequence, owner) VALUES (?, ?, ?, ?, ?)"
+	qRequest = `SELECT e.json, r.fingerprint, r.owner
+		FROM requests r JOIN events e ON e.sequence = r.sequence WHERE r.id = ?`
+	qInsertRequest    = "INSERT INTO requests (id, fingerprint, sequence, owner) VALUES (?, ?, ?, ?)"
 	qRuleRevoked      = "SELECT revoked FROM rules WHERE id = ?"
-	qInsertResolution = "INSERT INTO resolutions (request_id, decision_fingerprint, event, sequence, by_rule) VALUES (?, ?, ?, ?, ?)"
-	qRequestState     = `SELECT r.event, r.fingerprint, r.owner, s.event, s.decision_fingerprint
-		FROM requests r LEFT JOIN resolutions s ON s.request_id = r.id WHERE r.id = ?`
-	qResolution = `SELECT s.event, s.decision_fingerprint
-		FROM requests r LEFT JOIN resolutions s ON s.request_id = r.id WHERE r.id = ?`
+	qInsertResolution = "INSERT INTO resolutions (request_id, decision_fingerprint, sequence, by_rule) VALUES (?, ?, ?, ?)"
+	qRequestState     = `SELECT e.json, r.fingerprint, r.owner, f.json, s.decision_fingerprint
+		FROM requests r JOIN events e ON e.sequence = r.sequence
+		LEFT JOIN resolutions s ON s.request_id = r.id LEFT JOIN events f ON f.sequence = s.sequence
+		WHERE r.id = ?`
+	qResolution = `SELECT f.json, s.decision_fingerprint
+		FROM requests r LEFT JOIN resolutions s ON s.request_id = r.id LEFT JOIN events f ON f.sequence = s.sequence
+		WHERE r.id = ?`
 	qInsertEvent = "INSERT INTO events (sequence, type, request_id, json) VALUES (?, ?, ?, ?)"
 	qLatest      = "SELECT coalesce(max(sequence), 0) FROM events"
 	qRules       = "SELECT json FROM rules"
@@ -292,9 +296,7 @@ func createTx(ctx context.Context, tx *sqlitedb.Tx, rec preparedRequest) (stored
 	if err != nil {
 		return storedRequest{}, false, err
 	}
-	if _, err := tx.ExecContext(ctx,
-		qInsertRequest,
-		id, rec.Fingerprint, b, seq, owner); err != nil {
+	if _, err := tx.ExecContext(ctx, qInsertRequest, id, rec.Fingerprint, seq, owner); err != nil {
 		return storedRequest{}, false, err
 	}
 	if rec.Resolution != nil {
@@ -322,11 +324,11 @@ func insertResolution(ctx context.Context, tx *sqlitedb.Tx, id string, rec aais.
 			return nil, fmt.Errorf("%w: %s", aais.ErrRuleInactive, rec.ByRule)
 		}
 	}
-	b, msg, seq, err := appendEvent(ctx, tx, ev, id)
+	_, msg, seq, err := appendEvent(ctx, tx, ev, id)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := tx.ExecContext(ctx, qInsertResolution, id, rec.DecisionFingerprint, b, seq, rec.ByRule); err != nil {
+	if _, err := tx.ExecContext(ctx, qInsertResolution, id, rec.DecisionFingerprint, seq, rec.ByRule); err != nil {
 		return nil, err
 	}
 	if r := rec.Rule; r != nil {
@@ -465,7 +467,8 @@ func (s *Store) Pending(ctx context.Context) ([]aais.RequestRecord, uint64, erro
 			return err
 		}
 		rs, err := tx.QueryContext(ctx,
-			"SELECT event, fingerprint, owner FROM requests WHERE resolved = 0 ORDER BY sequence")
+			`SELECT e.json, r.fingerprint, r.owner FROM requests r JOIN events e ON e.sequence = r.sequence
+			WHERE r.resolved = 0 ORDER BY r.sequence`)
 		if err != nil {
 			return err
 		}
