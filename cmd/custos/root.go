@@ -69,6 +69,7 @@ store (custos approvals).`,
 		newEnvelopeCommand(),
 		newApprovalsCommand(),
 		newAuditCommand(),
+		newServeCommand(),
 	)
 	return root
 }

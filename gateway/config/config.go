@@ -62,8 +62,6 @@ type Config struct {
 	Handlers map[string]Handler `yaml:"handlers"`
 	// Oversight tunes the approvals the compliance profiles demand.
 	Oversight Oversight `yaml:"oversight"`
-	// RateLimit bounds each sender's request rate.
-	RateLimit RateLimit `yaml:"rate_limit"`
 }
 
 // Trust lists where senders' public keys come from.
@@ -72,12 +70,6 @@ type Trust struct {
 	JWKSFiles []string `yaml:"jwks_files"`
 	// JWKSURLs are remote JWKS documents (HTTPS, cached per Cache-Control).
 	JWKSURLs []string `yaml:"jwks_urls"`
-	// Discovery fetches a sender's keys from its /.well-known/arsia when
-	// no other source knows the kid.
-	Discovery bool `yaml:"discovery"`
-	// MinTrustLevel is the lowest certificate trust level accepted
-	// (L1, L2 or L3).
-	MinTrustLevel string `yaml:"min_trust_level"`
 }
 
 // Sender is an agent allowed to call, and what it may call.
@@ -107,14 +99,6 @@ type Oversight struct {
 	AllowSession bool `yaml:"allow_session"`
 }
 
-// RateLimit bounds each sender.
-type RateLimit struct {
-	// PerSecond is the sustained rate; 0 disables the limit.
-	PerSecond float64 `yaml:"per_second"`
-	// Burst is how many requests may arrive at once.
-	Burst int `yaml:"burst"`
-}
-
 // Default returns the configuration of a fresh install.
 func Default() Config {
 	return Config{
@@ -123,9 +107,7 @@ func Default() Config {
 		Agent:     DefaultAgent,
 		LogFormat: "text",
 		MaxBody:   DefaultMaxBody,
-		Trust:     Trust{MinTrustLevel: "L1"},
 		Oversight: Oversight{TTL: DefaultApprovalTT},
-		RateLimit: RateLimit{PerSecond: 20, Burst: 40},
 	}
 }
 
@@ -257,11 +239,6 @@ func (c *Config) Check() error {
 	if c.MaxBody <= 0 || c.MaxBody > 64<<20 {
 		bad("max_body %d: want 1 byte to 64 MiB", c.MaxBody)
 	}
-	switch c.Trust.MinTrustLevel {
-	case "L1", "L2", "L3":
-	default:
-		bad("trust.min_trust_level %q: want L1, L2 or L3", c.Trust.MinTrustLevel)
-	}
 	for _, u := range c.Trust.JWKSURLs {
 		if p, err := url.Parse(u); err != nil || p.Scheme != "https" || p.Host == "" {
 			bad("trust.jwks_urls: %q is not an https URL", u)
@@ -303,9 +280,6 @@ func (c *Config) Check() error {
 	}
 	if c.Oversight.TTL <= 0 || c.Oversight.TTL > arsia.MaxApprovalWindow {
 		bad("oversight.ttl %s: want more than 0 and at most %s", c.Oversight.TTL, arsia.MaxApprovalWindow)
-	}
-	if c.RateLimit.PerSecond < 0 || c.RateLimit.Burst < 0 || (c.RateLimit.PerSecond > 0 && c.RateLimit.Burst == 0) {
-		bad("rate_limit: per_second and burst must be >= 0, and burst > 0 when a rate is set")
 	}
 	if len(errs) == 0 {
 		return nil

@@ -60,20 +60,19 @@ oversight:
 
 func TestRefused(t *testing.T) {
 	for name, tc := range map[string]struct{ yml, want string }{
-		"unknown key":        {"listn: x\n", "field listn not found"},
-		"duplicate key":      {"listen: a:1\nlisten: b:2\n", "already defined"},
-		"two documents":      {"listen: 127.0.0.1:1\n---\nlisten: 127.0.0.1:2\n", "more than one YAML document"},
-		"bad listen":         {"listen: nope\n", "listen"},
-		"bad agent":          {"agent: acme\n", "agent"},
-		"bad handler":        {"handlers:\n  x.y:\n    type: ftp\n", "want echo, http or exec"},
-		"http without url":   {"handlers:\n  x.y:\n    type: http\n", "handlers.x.y.url"},
-		"relative command":   {"handlers:\n  x.y:\n    type: exec\n    command: [ls]\n", "absolute program path"},
-		"jwks over http":     {"trust:\n  jwks_urls: [\"http://keys.example/jwks.json\"]\n", "not an https URL"},
-		"trust level":        {"trust:\n  min_trust_level: L9\n", "min_trust_level"},
-		"sender no caps":     {"senders:\n  - agent: agent:a.b\n", "no capabilities"},
-		"ttl too long":       {"oversight:\n  ttl: 48h\n", "oversight.ttl"},
-		"log format":         {"log_format: xml\n", "log_format"},
-		"rate without burst": {"rate_limit:\n  per_second: 5\n  burst: 0\n", "rate_limit"},
+		"unknown key":      {"listn: x\n", "field listn not found"},
+		"duplicate key":    {"listen: a:1\nlisten: b:2\n", "already defined"},
+		"two documents":    {"listen: 127.0.0.1:1\n---\nlisten: 127.0.0.1:2\n", "more than one YAML document"},
+		"bad listen":       {"listen: nope\n", "listen"},
+		"bad agent":        {"agent: acme\n", "agent"},
+		"bad handler":      {"handlers:\n  x.y:\n    type: ftp\n", "want echo, http or exec"},
+		"http without url": {"handlers:\n  x.y:\n    type: http\n", "handlers.x.y.url"},
+		"relative command": {"handlers:\n  x.y:\n    type: exec\n    command: [ls]\n", "absolute program path"},
+		"jwks over http":   {"trust:\n  jwks_urls: [\"http://keys.example/jwks.json\"]\n", "not an https URL"},
+		"trust level":      {"trust:\n  min_trust_level: L9\n", "min_trust_level"},
+		"sender no caps":   {"senders:\n  - agent: agent:a.b\n", "no capabilities"},
+		"ttl too long":     {"oversight:\n  ttl: 48h\n", "oversight.ttl"},
+		"log format":       {"log_format: xml\n", "log_format"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			c := Default()
@@ -114,4 +113,22 @@ func FuzzDecode(f *testing.F) {
 		}
 		_ = c.Check()
 	})
+}
+
+// The example configuration in the repository loads and checks.
+func TestExampleConfig(t *testing.T) {
+	c := Default()
+	if err := c.LoadFile("../../custos.example.yaml"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Check(); err != nil {
+		t.Fatal(err)
+	}
+	def := Default()
+	if err := def.Check(); err != nil {
+		t.Fatal(err)
+	}
+	if c.Listen != def.Listen || c.Agent != def.Agent || c.Oversight != def.Oversight || c.MaxBody != def.MaxBody {
+		t.Fatalf("the example's stated defaults differ from the defaults: %+v", c)
+	}
 }

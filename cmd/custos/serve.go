@@ -1,0 +1,344 @@
+package main
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/go-jose/go-jose/v4"
+	"github.com/spf13/cobra"
+
+	"github.com/custos-runtime/custos/aais"
+	"github.com/custos-runtime/custos/arsia"
+	"github.com/custos-runtime/custos/arsia/sig"
+	"github.com/custos-runtime/custos/audit"
+	"github.com/custos-runtime/custos/audit/sqliteaudit"
+	"github.com/custos-runtime/custos/gateway"
+	"github.com/custos-runtime/custos/gateway/config"
+	"github.com/custos-runtime/custos/gateway/exchange"
+	"github.com/custos-runtime/custos/gateway/handler"
+	"github.com/custos-runtime/custos/httpapi"
+	"github.com/custos-runtime/custos/store"
+)
+
+func newServeCommand() *cobra.Command {
+	var configFile string
+	flags := map[string]*string{}
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the governance gateway",
+		Long: `Run the gateway: it receives signed ARSIA requests at /v1/arsia/inbox, verifies,
+validates and authorizes them, asks a human when the compliance profile says
+so, runs the call through the configured handler, audits every step and
+answers with a signed reply.
+
+Settings come from --config FILE (YAML; see custos.example.yaml), then the
+CUSTOS_* environment variables, then the flags. On first run the data
+directory is created with the gateway's own Ed25519 key; later runs reuse it.`,
+		Args: argsExactly(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg := config.Default()
+			if configFile == "" {
+				configFile = os.Getenv("CUSTOS_CONFIG")
+			}
+			if configFile != "" {
+				if err := cfg.LoadFile(configFile); err != nil {
+					return err
+				}
+			}
+			if err := cfg.ApplyEnv(os.LookupEnv); err != nil {
+				return err
+			}
+			for key, v := range flags {
+				if cmd.Flags().Changed(key) {
+					if err := cfg.Set(key, *v); err != nil {
+						return usageError{err}
+					}
+				}
+			}
+			if err := cfg.Check(); err != nil {
+				return err
+			}
+			return serve(cmd.Context(), cfg, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	cmd.Flags().StringVar(&configFile, "config", "", "the YAML configuration file (default $CUSTOS_CONFIG)")
+	for _, f := range []struct{ name, usage string }{
+		{"listen", "the address to listen on (default 127.0.0.1:8080)"},
+		{"data", "the data directory (default ./custos-data)"},
+	} {
+		flags[f.name] = cmd.Flags().String(f.name, "", f.usage)
+	}
+	return cmd
+}
+
+// serve runs the gateway described by cfg until ctx ends.
+func serve(ctx context.Context, cfg config.Config, out, errOut io.Writer) error {
+	var level slog.Handler = slog.NewTextHandler(errOut, nil)
+	if cfg.LogFormat == "json" {
+		level = slog.NewJSONHandler(errOut, nil)
+	}
+	logger := slog.New(level)
+	if err := os.MkdirAll(cfg.Data, 0o700); err != nil {
+		return err
+	}
+	signer, pub, kid, created, err := gatewayKey(cfg.Data, cfg.Agent)
+	if err != nil {
+		return err
+	}
+
+	loc, err := store.Parse(cfg.Store)
+	if err != nil {
+		return err
+	}
+	st, err := store.Open(ctx, loc)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	auth, err := aais.NewAuthority(st, &aais.AuthorityOptions{Stream: cfg.Agent})
+	if err != nil {
+		return err
+	}
+	ab, err := sqliteaudit.Open(ctx, cfg.AuditLog, nil)
+	if err != nil {
+		return err
+	}
+	auditLog := audit.New(ab, &audit.Options{Retention: audit.ProfileRetention(nil, 0)})
+	defer auditLog.Close()
+	xs, err := exchange.Open(ctx, filepath.Join(cfg.Data, "exchanges.db"), nil)
+	if err != nil {
+		return err
+	}
+	defer xs.Close()
+
+	keys, err := trustStore(cfg.Trust)
+	if err != nil {
+		return err
+	}
+	handlers := map[string]handler.Handler{}
+	for name, h := range cfg.Handlers {
+		if handlers[name], err = newHandler(h); err != nil {
+			return fmt.Errorf("handlers.%s: %w", name, err)
+		}
+	}
+	grants := map[string][]string{}
+	for _, s := range cfg.Senders {
+		grants[s.Agent] = append(grants[s.Agent], s.Capabilities...)
+	}
+	gw, err := gateway.New(gateway.Options{
+		Agent: cfg.Agent, Signer: signer, KID: kid, Keys: keys, Grants: grants, Handlers: handlers,
+		Authority: auth, Exchanges: xs, Audit: auditLog, ApprovalTTL: cfg.Oversight.TTL,
+		AllowSession: cfg.Oversight.AllowSession, Logger: logger,
+		StatusURL: func(id string) string { return cfg.PublicURL + "/v1/arsia/exchanges/" + id },
+	})
+	if err != nil {
+		return err
+	}
+
+	// One gateway per data directory: whatever the last one left running
+	// when it stopped has an unknown outcome and is not run again.
+	if n, err := gw.Recover(ctx); err != nil {
+		return err
+	} else if n > 0 {
+		logger.Warn("ended interrupted exchanges with an unknown result", "count", n)
+	}
+
+	jwks, err := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{pub}})
+	if err != nil {
+		return err
+	}
+	var caps []string
+	for name := range handlers {
+		caps = append(caps, name)
+	}
+	ver, _, _ := buildVersion()
+	md, err := arsia.NewAgentMetadata(arsia.AgentMetadata{AgentID: cfg.Agent, Name: "Custos gateway", Version: ver,
+		Inbox: cfg.PublicURL + "/v1/arsia/inbox", JWKS: cfg.PublicURL + "/.well-known/arsia/jwks.json",
+		CapabilitiesSupported: caps, MaxMessageBytes: cfg.MaxBody})
+	if err != nil {
+		return fmt.Errorf("discovery document: %w", err)
+	}
+	mdJSON, err := json.Marshal(md)
+	if err != nil {
+		return err
+	}
+	inbox, err := httpapi.NewInbox(httpapi.InboxOptions{Gateway: gw, MaxBody: cfg.MaxBody, Metadata: mdJSON, JWKS: jwks,
+		Ready: func(ctx context.Context) error { _, err := st.EventsAfter(ctx, aais.MaxSequence, 1); return err }})
+	if err != nil {
+		return err
+	}
+	token, err := randomToken()
+	if err != nil {
+		return err
+	}
+	tokens, err := httpapi.NewTokens(map[string]aais.Actor{httpapi.TokenHash(token): {ID: "admin", Type: aais.ActorHuman, DisplayName: "Gateway administrator"}})
+	if err != nil {
+		return err
+	}
+	approvals, err := httpapi.NewApprovals(httpapi.ApprovalsOptions{Authority: auth, Store: st, Auth: tokens, Logger: logger})
+	if err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/approvals/", approvals)
+	mux.Handle("/", inbox)
+
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+		IdleTimeout: 120 * time.Second, ErrorLog: slog.NewLogLogger(level, slog.LevelWarn)}
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	runDone := make(chan error, 1)
+	go func() { runDone <- gw.Run(runCtx) }()
+	srvDone := make(chan error, 1)
+	go func() { srvDone <- srv.Serve(ln) }()
+
+	addr := "http://" + ln.Addr().String()
+	keyNote := "reused"
+	if created {
+		keyNote = "created"
+	}
+	fmt.Fprintf(out, "custos serve: listening on %s\n", addr)
+	fmt.Fprintf(out, "  agent      %s (key %s, %s)\n", cfg.Agent, kid, keyNote)
+	fmt.Fprintf(out, "  data       %s\n", cfg.Data)
+	fmt.Fprintf(out, "  inbox      %s/v1/arsia/inbox\n", addr)
+	fmt.Fprintf(out, "  reviewers  %s/approvals/snapshot with \"Authorization: Bearer %s\" (valid until this process stops)\n", addr, token)
+	fmt.Fprintf(out, "             or: custos approvals --store %s list\n", loc)
+
+	var serveErr error
+	select {
+	case <-ctx.Done():
+	case serveErr = <-srvDone:
+	}
+	stop()
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(shutdownCtx)
+	<-runDone
+	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
+		return serveErr
+	}
+	return nil
+}
+
+// gatewayKey loads the gateway's signing key from DATA/gateway.key.jwk.json,
+// creating an Ed25519 key (mode 0600) on first run. A key file readable by
+// others is refused.
+func gatewayKey(dir, agent string) (sig.Signer, jose.JSONWebKey, string, bool, error) {
+	path := filepath.Join(dir, "gateway.key.jwk.json")
+	kid := agent + "#gateway-1"
+	data, err := os.ReadFile(path)
+	created := false
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		_, k, err := ed25519.GenerateKey(rand.Reader)
+		if err != nil {
+			return nil, jose.JSONWebKey{}, "", false, err
+		}
+		priv := jose.JSONWebKey{Key: k, KeyID: kid, Algorithm: "EdDSA", Use: "sig"}
+		if data, err = json.MarshalIndent(priv, "", "  "); err != nil {
+			return nil, jose.JSONWebKey{}, "", false, err
+		}
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if err != nil {
+			return nil, jose.JSONWebKey{}, "", false, err
+		}
+		if _, err := f.Write(append(data, '\n')); err != nil {
+			f.Close()
+			return nil, jose.JSONWebKey{}, "", false, err
+		}
+		if err := errors.Join(f.Sync(), f.Close()); err != nil {
+			return nil, jose.JSONWebKey{}, "", false, err
+		}
+		created = true
+	case err != nil:
+		return nil, jose.JSONWebKey{}, "", false, err
+	default:
+		if fi, err := os.Stat(path); err == nil && fi.Mode().Perm()&0o077 != 0 {
+			return nil, jose.JSONWebKey{}, "", false, fmt.Errorf("%s is readable by others (mode %v): chmod 600 it", path, fi.Mode().Perm())
+		}
+	}
+	var priv jose.JSONWebKey
+	if err := json.Unmarshal(data, &priv); err != nil || priv.IsPublic() {
+		return nil, jose.JSONWebKey{}, "", false, fmt.Errorf("%s: not a private JWK", path)
+	}
+	if priv.KeyID != kid {
+		return nil, jose.JSONWebKey{}, "", false, fmt.Errorf("%s is the key of %s, not of %s", path, priv.KeyID, kid)
+	}
+	signer, err := sig.NewSignerFromJWK(&priv)
+	if err != nil {
+		return nil, jose.JSONWebKey{}, "", false, err
+	}
+	return signer, priv.Public(), kid, created, nil
+}
+
+// trustStore builds the key source of the configured senders' keys.
+func trustStore(t config.Trust) (sig.KeySource, error) {
+	var sources keySources
+	for _, f := range t.JWKSFiles {
+		sources = append(sources, sig.NewJWKSFile(f))
+	}
+	for _, u := range t.JWKSURLs {
+		s, err := sig.NewHTTPJWKS(u, nil)
+		if err != nil {
+			return nil, err
+		}
+		sources = append(sources, s)
+	}
+	return sources, nil
+}
+
+// keySources asks each source in turn; the first that knows the kid
+// answers. A revoked key stops the search: another source must not
+// resurrect it.
+type keySources []sig.KeySource
+
+func (ks keySources) Key(ctx context.Context, kid string) (*jose.JSONWebKey, error) {
+	var errs []error
+	for _, s := range ks {
+		k, err := s.Key(ctx, kid)
+		if err == nil || errors.Is(err, sig.ErrRevokedKey) {
+			return k, err
+		}
+		errs = append(errs, err)
+	}
+	if len(errs) == 0 {
+		return nil, fmt.Errorf("%w: no trusted keys are configured", sig.ErrUnknownKid)
+	}
+	return nil, errors.Join(errs...)
+}
+
+func newHandler(h config.Handler) (handler.Handler, error) {
+	switch h.Type {
+	case "echo":
+		return handler.NewEcho(), nil
+	case "http":
+		return handler.NewHTTP(handler.HTTPConfig{URL: h.URL, Timeout: h.Timeout})
+	case "exec":
+		return handler.NewExec(handler.ExecConfig{Command: h.Command, Dir: h.Dir, Env: h.Env, Timeout: h.Timeout})
+	}
+	return nil, fmt.Errorf("unknown handler type %q", h.Type)
+}
+
+func randomToken() (string, error) {
+	var b [24]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(b[:]), nil
+}

@@ -1,0 +1,308 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-jose/go-jose/v4"
+
+	"github.com/custos-runtime/custos/aais"
+	"github.com/custos-runtime/custos/arsia"
+	"github.com/custos-runtime/custos/arsia/sig"
+)
+
+const sender = "agent:acme.advisor"
+
+// gatewayUnderTest is a custos serve running in-process on a random port.
+type gatewayUnderTest struct {
+	url, token string
+	signer     sig.Signer
+	kid        string
+	upstream   *atomic.Int64
+	stop       func()
+	dataDir    string
+	configPath string
+	log        *syncBuffer
+}
+
+// startGateway writes a configuration (a sender key in a JWKS file, an
+// echo handler and an http handler counting its calls) and runs serve.
+func startGateway(t *testing.T, dataDir string, prev *gatewayUnderTest) *gatewayUnderTest {
+	t.Helper()
+	g := &gatewayUnderTest{dataDir: dataDir, upstream: new(atomic.Int64)}
+	if prev != nil {
+		g.signer, g.kid, g.upstream, g.configPath = prev.signer, prev.kid, prev.upstream, prev.configPath
+	} else {
+		pub, priv, err := ed25519.GenerateKey(rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g.kid = sender + "#key-1"
+		if g.signer, err = sig.NewEd25519Signer(priv.Seed()); err != nil {
+			t.Fatal(err)
+		}
+		jwks, err := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: pub, KeyID: g.kid, Algorithm: "EdDSA", Use: "sig"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		jwksPath := filepath.Join(t.TempDir(), "senders.jwks.json")
+		if err := os.WriteFile(jwksPath, jwks, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			g.upstream.Add(1)
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, `{"invoice":"inv-1"}`)
+		}))
+		t.Cleanup(up.Close)
+		cfg := "listen: 127.0.0.1:0\ndata: " + dataDir + "\nagent: agent:acme.gateway\n" +
+			"trust:\n  jwks_files: [" + jwksPath + "]\n" +
+			"senders:\n  - agent: " + sender + "\n    capabilities: [\"billing.*\", \"demo.*\"]\n" +
+			"handlers:\n  demo.echo:\n    type: echo\n  billing.invoice.create:\n    type: http\n    url: " + up.URL + "/invoices\n"
+		g.configPath = filepath.Join(t.TempDir(), "custos.yaml")
+		if err := os.WriteFile(g.configPath, []byte(cfg), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var out, errOut syncBuffer
+	g.log = &errOut
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"serve", "--config", g.configPath}, strings.NewReader(""), &out, &errOut)
+	}()
+	g.stop = func() {
+		cancel()
+		if code := <-done; code != 0 {
+			t.Errorf("serve exit %d: %s", code, errOut.String())
+		}
+	}
+	waitFor(t, &out, "the listening line", func(s string) bool {
+		select {
+		case code := <-done:
+			t.Fatalf("serve exited %d: %s", code, errOut.String())
+		default:
+		}
+		return strings.Contains(s, "Bearer ")
+	})
+	g.url = regexp.MustCompile(`listening on (http://\S+)`).FindStringSubmatch(out.String())[1]
+	g.token = regexp.MustCompile(`Bearer ([0-9a-f]+)`).FindStringSubmatch(out.String())[1]
+	return g
+}
+
+// send signs and posts a request; it returns the status and the reply.
+func (g *gatewayUnderTest) send(t *testing.T, capability, profile string, args any, tamper func(map[string]any)) (int, map[string]any, http.Header) {
+	t.Helper()
+	opts := arsia.BuildOptions{Now: time.Now()}
+	if profile != "" {
+		opts.Compliance = map[string]any{"profile": profile}
+	}
+	e, err := arsia.NewRequest(sender, "agent:acme.gateway", []string{capability}, "com.acme/call", args, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := e.Map()
+	if err != nil {
+		t.Fatal(err)
+	}
+	signed, err := sig.Sign(env, g.signer, g.kid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tamper != nil {
+		tamper(signed)
+	}
+	body, _ := json.Marshal(signed)
+	return g.post(t, body, "application/arsia+json; v=1")
+}
+
+func (g *gatewayUnderTest) post(t *testing.T, body []byte, ct string) (int, map[string]any, http.Header) {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(t.Context(), "POST", g.url+"/v1/arsia/inbox", bytes.NewReader(body))
+	req.Header.Set("Content-Type", ct)
+	return g.do(t, req)
+}
+
+func (g *gatewayUnderTest) do(t *testing.T, req *http.Request) (int, map[string]any, http.Header) {
+	t.Helper()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var m map[string]any
+	_ = json.Unmarshal(b, &m)
+	return resp.StatusCode, m, resp.Header
+}
+
+// verifyReply checks the reply is signed by the gateway's published key.
+func (g *gatewayUnderTest) verifyReply(t *testing.T, reply map[string]any) {
+	t.Helper()
+	resp, err := http.Get(g.url + "/.well-known/arsia/jwks.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	keys, err := sig.ParseStaticJWKS(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sig.Verify(t.Context(), reply, keys, sig.VerifyOptions{Algorithms: []string{sig.EdDSA}}); err != nil {
+		t.Fatalf("the gateway's reply does not verify: %v", err)
+	}
+}
+
+func (g *gatewayUnderTest) status(t *testing.T, id string) (int, map[string]any) {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(t.Context(), "GET", g.url+"/v1/arsia/exchanges/"+id, nil)
+	code, m, _ := g.do(t, req)
+	return code, m
+}
+
+// approve decides the one pending request through the approvals API.
+func (g *gatewayUnderTest) decide(t *testing.T, v aais.Verdict) {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(t.Context(), "GET", g.url+"/approvals/snapshot", nil)
+	req.Header.Set("Authorization", "Bearer "+g.token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	snap, err := aais.Parse(b)
+	if err != nil || len(snap.Snapshot.Pending) != 1 {
+		t.Fatalf("snapshot: %s (%v)", b, err)
+	}
+	r := snap.Snapshot.Pending[0]
+	d, err := aais.NewDecision(&r, aais.DecisionParams{Decision: v, Scope: aais.ScopeOnce, Actor: aais.Actor{ID: "x", Type: aais.ActorHuman}, DecidedAt: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := aais.NewMessage(aais.Header{OccurredAt: time.Now()}, d)
+	body, _ := aais.Marshal(m)
+	post, _ := http.NewRequestWithContext(t.Context(), "POST", g.url+"/approvals/"+r.ID+"/decisions", bytes.NewReader(body))
+	post.Header.Set("Authorization", "Bearer "+g.token)
+	post.Header.Set("Content-Type", "application/json")
+	if code, m, _ := g.do(t, post); code != 200 {
+		t.Fatalf("decision: %d %v", code, m)
+	}
+}
+
+// awaitFinal polls the status URL until the exchange has its final reply.
+func (g *gatewayUnderTest) awaitFinal(t *testing.T, id string) (int, map[string]any) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		code, m := g.status(t, id)
+		if code != 202 {
+			return code, m
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("exchange %s never finished; log:\n%s", id, g.log.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestServeEndToEnd(t *testing.T) {
+	g := startGateway(t, filepath.Join(t.TempDir(), "data"), nil)
+	defer func() { g.stop() }()
+
+	// not_required: runs at once, the signed response verifies.
+	code, reply, _ := g.send(t, "demo.echo", "GDPR-STANDARD", map[string]any{"text": "hi"}, nil)
+	if code != 200 || reply["intent"] != "response" {
+		t.Fatalf("echo: %d %v", code, reply)
+	}
+	g.verifyReply(t, reply)
+	if res := reply["payload"].(map[string]any)["result"].(map[string]any); res["echo"].(map[string]any)["text"] != "hi" {
+		t.Fatalf("echo result: %v", res)
+	}
+
+	// required_before_execution: pauses, approved, runs exactly once.
+	code, reply, hdr := g.send(t, "billing.invoice.create", "EU-AI-ACT-HIGH-RISK", map[string]any{"amount": "100.00"}, nil)
+	if code != 202 || reply["intent"] != "pending_approval" {
+		t.Fatalf("high-risk request: %d %v", code, reply)
+	}
+	g.verifyReply(t, reply)
+	id := hdr.Get("Custos-Exchange")
+	if c, _ := g.status(t, id); c != 202 || g.upstream.Load() != 0 {
+		t.Fatalf("before the decision: status %d, upstream called %d times", c, g.upstream.Load())
+	}
+	g.decide(t, aais.Approve)
+	code, reply = g.awaitFinal(t, id)
+	if code != 200 || reply["intent"] != "response" || g.upstream.Load() != 1 {
+		t.Fatalf("after approval: %d %v, upstream called %d times", code, reply, g.upstream.Load())
+	}
+	g.verifyReply(t, reply)
+
+	// Denied: an error, nothing runs.
+	_, _, hdr = g.send(t, "billing.invoice.create", "EU-AI-ACT-HIGH-RISK", map[string]any{"amount": "999.00"}, nil)
+	g.decide(t, aais.Deny)
+	if code, reply = g.awaitFinal(t, hdr.Get("Custos-Exchange")); code != 403 || reply["intent"] != "error" || g.upstream.Load() != 1 {
+		t.Fatalf("after denial: %d %v, upstream %d", code, reply, g.upstream.Load())
+	}
+
+	// Refusals, each a precise error and nothing run.
+	for name, tc := range map[string]struct {
+		capability string
+		tamper     func(map[string]any)
+		want       int
+	}{
+		"forged signature": {"demo.echo", func(m map[string]any) { m["payload"].(map[string]any)["args"] = map[string]any{"text": "changed"} }, 401},
+		"unknown kid":      {"demo.echo", func(m map[string]any) { m["security"].(map[string]any)["kid"] = sender + "#nope" }, 401},
+		"not granted":      {"admin.delete", nil, 403},
+	} {
+		code, reply, _ := g.send(t, tc.capability, "GDPR-STANDARD", map[string]any{"x": 1}, tc.tamper)
+		if code != tc.want || reply["intent"] != "error" {
+			t.Errorf("%s: %d %v, want %d and a signed error", name, code, reply, tc.want)
+		}
+	}
+	if code, _, _ := g.post(t, []byte(`{}`), "application/json"); code != 415 {
+		t.Errorf("wrong content type: %d", code)
+	}
+	if code, _, _ := g.post(t, bytes.Repeat([]byte(" "), 2<<20), "application/arsia+json"); code != 413 {
+		t.Errorf("oversize body: %d", code)
+	}
+	if g.upstream.Load() != 1 {
+		t.Fatalf("upstream called %d times", g.upstream.Load())
+	}
+}
+
+// A gateway stopped while a request waits for approval: after a restart
+// the approval still resolves and the action runs once.
+func TestServeRestartWithPendingApproval(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "data")
+	g := startGateway(t, data, nil)
+	code, _, hdr := g.send(t, "billing.invoice.create", "EU-AI-ACT-HIGH-RISK", map[string]any{"amount": "5.00"}, nil)
+	if code != 202 {
+		t.Fatalf("%d", code)
+	}
+	id := hdr.Get("Custos-Exchange")
+	g.stop()
+
+	g2 := startGateway(t, data, g)
+	defer g2.stop()
+	g2.decide(t, aais.Approve)
+	if code, reply := g2.awaitFinal(t, id); code != 200 || reply["intent"] != "response" {
+		t.Fatalf("after the restart: %d %v", code, reply)
+	}
+	if n := g2.upstream.Load(); n != 1 {
+		t.Fatalf("upstream called %d times, want once", n)
+	}
+}

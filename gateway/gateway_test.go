@@ -1,0 +1,82 @@
+package gateway
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/json"
+	"path/filepath"
+	"testing"
+
+	"github.com/go-jose/go-jose/v4"
+
+	"github.com/custos-runtime/custos/aais"
+	"github.com/custos-runtime/custos/arsia"
+	"github.com/custos-runtime/custos/arsia/sig"
+	"github.com/custos-runtime/custos/audit"
+	"github.com/custos-runtime/custos/gateway/exchange"
+	"github.com/custos-runtime/custos/store/memstore"
+)
+
+func newTestGateway(t *testing.T) (*Gateway, *exchange.Store, *audit.Log) {
+	t.Helper()
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := sig.NewEd25519Signer(priv.Seed())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := aais.NewAuthority(memstore.New(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	xs, err := exchange.Open(t.Context(), filepath.Join(t.TempDir(), "x.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = xs.Close() })
+	log := audit.New(audit.NewMemory(), nil)
+	g, err := New(Options{Agent: "agent:acme.gateway", Signer: signer, KID: "agent:acme.gateway#k",
+		Keys: sig.NewStaticJWKS(jose.JSONWebKeySet{}), Authority: a, Exchanges: xs, Audit: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g, xs, log
+}
+
+// An exchange a stopped gateway left running is ended as failed with an
+// unknown result, recorded, and never claimed again.
+func TestRecoverInterrupted(t *testing.T) {
+	g, xs, log := newTestGateway(t)
+	ctx := t.Context()
+	x, _, err := xs.Create(ctx, exchange.Exchange{Sender: "agent:acme.advisor", MessageID: arsia.NewID(), Capability: "demo.echo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := xs.Claim(ctx, x.ID, exchange.Received); err != nil || !ok {
+		t.Fatalf("claim: %v %v", ok, err)
+	}
+	n, err := g.Recover(ctx)
+	if err != nil || n != 1 {
+		t.Fatalf("Recover = %d, %v", n, err)
+	}
+	got, err := xs.Get(ctx, x.ID)
+	if err != nil || got.State != exchange.Failed || got.ReplyStatus != 500 {
+		t.Fatalf("after Recover: %+v, %v", got, err)
+	}
+	var reply map[string]any
+	if err := json.Unmarshal(got.Reply, &reply); err != nil || reply["intent"] != "error" {
+		t.Fatalf("reply: %s", got.Reply)
+	}
+	if _, ok, _ := xs.Claim(ctx, x.ID, exchange.Received, exchange.Approved); ok {
+		t.Fatal("an interrupted exchange was claimed again")
+	}
+	rep, err := log.Verify(ctx)
+	if err != nil || !rep.OK() || rep.Records != 1 {
+		t.Fatalf("audit: %+v, %v", rep, err)
+	}
+	if n, err := g.Recover(ctx); err != nil || n != 0 {
+		t.Fatalf("second Recover = %d, %v", n, err)
+	}
+}

@@ -1,0 +1,362 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/custos-runtime/custos/aais"
+	"github.com/custos-runtime/custos/arsia"
+	"github.com/custos-runtime/custos/arsia/sig"
+	"github.com/custos-runtime/custos/asc"
+	"github.com/custos-runtime/custos/audit"
+	"github.com/custos-runtime/custos/gateway/exchange"
+	"github.com/custos-runtime/custos/gateway/handler"
+)
+
+// ExchangeExtension is the AAIS request extension naming the exchange an
+// approval belongs to, with what the call needs besides the action.
+const ExchangeExtension = "custos.dev/exchange"
+
+// exchangeRef is the value of ExchangeExtension.
+type exchangeRef struct {
+	ExchangeID  string `json:"exchange_id"`
+	Sender      string `json:"sender"`
+	MessageID   string `json:"message_id"`
+	PayloadType string `json:"payload_type"`
+	TraceID     string `json:"trace_id,omitempty"`
+}
+
+// execute claims the exchange (from state from), runs the call and records
+// the reply. Exactly one caller ever runs a given exchange.
+func (g *Gateway) execute(ctx context.Context, x exchange.Exchange, h handler.Handler, call handler.Call,
+	digest string, from exchange.State, oversight, approvalID string) Reply {
+	now := g.o.Now()
+	x, claimed, err := g.o.Exchanges.Claim(ctx, x.ID, from)
+	if err != nil {
+		return g.internal(call.From, call.MessageID, now, err)
+	}
+	if !claimed {
+		return g.replyOf(x)
+	}
+	rec := audit.Record{Kind: audit.KindExecution, MessageID: call.MessageID, Sender: call.From, Recipient: g.o.Agent,
+		Capability: call.Capability, Oversight: oversight, RequestID: approvalID, TraceID: call.TraceID,
+		Details: map[string]any{"exchange_id": x.ID, "action_digest": digest}}
+	res, runErr := handler.Dispatch(ctx, h, call, digest)
+	var reply json.RawMessage
+	status := 200
+	if runErr != nil {
+		ae := asc.FromError(runErr)
+		code := ae.Status.Code
+		rec.Outcome, rec.ASCCode = audit.OutcomeFailed, int(code)
+		if errors.Is(runErr, handler.ErrStale) {
+			rec.Details["stale"] = true
+		}
+		e := &arsia.Error{Code: arsia.CodeInternalError, Description: ae.UserMessage(),
+			Details: map[string]any{"agent_status": map[string]any{"code": int(code)}}}
+		if code/1000 == 4 {
+			e.Code = arsia.CodeConflict
+		}
+		reply, err = g.sign(arsia.NewError(g.o.Agent, call.From, call.MessageID, e, arsia.BuildOptions{Now: now}))
+		status = e.HTTPStatus()
+	} else {
+		rec.Outcome, rec.ASCCode = audit.OutcomeSucceeded, int(asc.Success)
+		reply, err = g.sign(arsia.NewResponse(g.o.Agent, call.From, call.MessageID, res.PayloadType, res.Data, arsia.BuildOptions{Now: now}))
+	}
+	if err != nil {
+		return g.internal(call.From, call.MessageID, now, err)
+	}
+	if _, err := g.o.Audit.Append(ctx, rec); err != nil {
+		// The action ran; its record failed. Fail closed: the sender is
+		// told the result is unknown, never that it succeeded unrecorded.
+		g.o.Logger.ErrorContext(ctx, "audit write failed after execution", "exchange", x.ID, "err", err)
+		reply, _ = g.sign(arsia.NewError(g.o.Agent, call.From, call.MessageID,
+			&arsia.Error{Code: arsia.CodeInternalError, Description: "The action ran but could not be recorded; its result is withheld."},
+			arsia.BuildOptions{Now: now}))
+		status = 500
+	}
+	final := exchange.Done
+	if status >= 400 {
+		final = exchange.Failed
+	}
+	x, _, err = g.o.Exchanges.Transition(ctx, x.ID, exchange.Executing, final, reply, status)
+	if err != nil {
+		g.o.Logger.ErrorContext(ctx, "recording an exchange's reply", "exchange", x.ID, "err", err)
+	}
+	return Reply{Status: status, Envelope: reply, ExchangeID: x.ID}
+}
+
+// askApproval creates the AAIS request for exactly the call that would run
+// and answers pending_approval; a remembered rule may approve at once.
+func (g *Gateway) askApproval(ctx context.Context, x exchange.Exchange, h handler.Handler, call handler.Call,
+	desc handler.Descriptor, action json.RawMessage, digest string, env map[string]any) Reply {
+	now := g.o.Now()
+	ext, _ := json.Marshal(exchangeRef{ExchangeID: x.ID, Sender: call.From, MessageID: call.MessageID,
+		PayloadType: call.PayloadType, TraceID: call.TraceID})
+	choices := []aais.Choice{
+		{Decision: aais.Approve, Scope: aais.ScopeOnce, Label: "Allow this call once"},
+		{Decision: aais.Deny, Scope: aais.ScopeOnce, Label: "Deny"},
+	}
+	if g.o.AllowSession {
+		name, _ := json.Marshal(call.Capability)
+		choices = append(choices, aais.Choice{Decision: aais.Approve, Scope: aais.ScopeSession,
+			Label:            "Allow " + call.Capability + " from this agent for the session",
+			ScopeConstraints: aais.Constraints{"action_name": name}})
+	}
+	req, err := aais.NewRequest(aais.RequestParams{
+		ID:         x.ApprovalID,
+		CreatedAt:  now,
+		ExpiresAt:  now.Add(g.o.ApprovalTTL),
+		Origin:     aais.Origin{Harness: "custos", SessionID: call.From, AgentID: call.From},
+		Action:     action,
+		Risk:       desc.AAISRisk(),
+		Choices:    choices,
+		Extensions: aais.Extensions{ExchangeExtension: ext},
+	})
+	if err != nil {
+		return g.internal(call.From, call.MessageID, now, err)
+	}
+	sub, err := g.o.Authority.Submit(ctx, req)
+	if err != nil {
+		return g.internal(call.From, call.MessageID, now, err)
+	}
+	if sub.Receipt != nil && sub.Receipt.Resolution.Outcome == aais.OutcomeApproved {
+		if _, ok, err := g.o.Exchanges.Apply(ctx, x.ID, exchange.Received, exchange.Approved, exchange.Change{}); err != nil || !ok {
+			return g.internal(call.From, call.MessageID, now, fmt.Errorf("approving exchange %s: %v", x.ID, err))
+		}
+		if err := g.auditApproval(ctx, call, req.ID, sub.Receipt); err != nil {
+			return g.internal(call.From, call.MessageID, now, err)
+		}
+		return g.execute(ctx, x, h, call, digest, exchange.Approved, "required_before_execution", req.ID)
+	}
+	pending, err := g.sign(arsia.NewPendingApproval(g.o.Agent, call.From, call.MessageID, arsia.PendingApproval{
+		ActionID:          req.ID,
+		OriginalRequestID: call.MessageID,
+		Context:           "A human must approve " + call.Capability + " before it runs. Poll " + g.o.StatusURL(x.ID) + " for the outcome.",
+		RiskLevel:         riskLevel(desc),
+	}, arsia.BuildOptions{Now: now, TTL: g.o.ApprovalTTL}))
+	if err != nil {
+		return g.internal(call.From, call.MessageID, now, err)
+	}
+	x, ok, err := g.o.Exchanges.Apply(ctx, x.ID, exchange.Received, exchange.PendingApproval,
+		exchange.Change{Reply: pending, ReplyStatus: 202, ApprovalID: req.ID, Deadline: req.ExpiresAt.Time()})
+	if err != nil || !ok {
+		return g.internal(call.From, call.MessageID, now, fmt.Errorf("exchange %s: %v", x.ID, err))
+	}
+	return Reply{Status: 202, Envelope: pending, ExchangeID: x.ID}
+}
+
+func riskLevel(d handler.Descriptor) int {
+	switch d.Risk {
+	case aais.RiskLow:
+		return 1
+	case aais.RiskMedium:
+		return 2
+	case aais.RiskHigh:
+		return 3
+	case aais.RiskCritical:
+		return 4
+	}
+	return 2
+}
+
+func (g *Gateway) auditApproval(ctx context.Context, call handler.Call, requestID string, receipt *aais.Message) error {
+	res := receipt.Resolution
+	rec := audit.Record{Kind: audit.KindApproval, MessageID: call.MessageID, Sender: call.From, Recipient: g.o.Agent,
+		Capability: call.Capability, Oversight: "required_before_execution", RequestID: requestID, ResolutionID: res.ID,
+		Outcome: string(res.Outcome), TraceID: call.TraceID}
+	if res.Outcome == aais.OutcomeApproved {
+		rec.ASCCode = int(asc.Success)
+	} else {
+		rec.ASCCode = int(asc.PermissionDenied)
+	}
+	_, err := g.o.Audit.Append(ctx, rec)
+	return err
+}
+
+// Run resumes the exchanges waiting for a decision until ctx ends: an
+// approved one runs (once), any other outcome answers an error. It also
+// sweeps expired approval requests. Start it once per gateway process;
+// several processes may run it on one store.
+func (g *Gateway) Run(ctx context.Context) error {
+	t := time.NewTicker(g.o.Poll)
+	defer t.Stop()
+	for {
+		if _, err := g.o.Authority.ExpireOverdue(ctx); err != nil && ctx.Err() == nil {
+			g.o.Logger.ErrorContext(ctx, "expiry sweep", "err", err)
+		}
+		if err := g.resume(ctx); err != nil && ctx.Err() == nil {
+			g.o.Logger.ErrorContext(ctx, "resuming exchanges", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+func (g *Gateway) resume(ctx context.Context) error {
+	waiting, err := g.o.Exchanges.Waiting(ctx, exchange.PendingApproval, exchange.Approved)
+	if err != nil {
+		return err
+	}
+	for _, x := range waiting {
+		st, err := g.o.Authority.State(ctx, x.ApprovalID)
+		if err != nil {
+			return err
+		}
+		if st.Resolution == nil {
+			continue
+		}
+		req := st.Request.Event.Request
+		var ref exchangeRef
+		if err := json.Unmarshal(req.Extensions[ExchangeExtension], &ref); err != nil || ref.ExchangeID != x.ID {
+			return fmt.Errorf("approval %s does not name exchange %s", req.ID, x.ID)
+		}
+		call := handler.Call{Capability: req.Action.Name(), PayloadType: ref.PayloadType, Args: req.Action.Arguments(),
+			From: x.Sender, To: g.o.Agent, MessageID: x.MessageID, CorrelationID: x.MessageID, TraceID: ref.TraceID}
+		receipt := st.Resolution.Event
+		if x.State == exchange.PendingApproval {
+			if receipt.Resolution.Outcome != aais.OutcomeApproved {
+				g.refuse(ctx, x, call, receipt)
+				continue
+			}
+			if _, ok, err := g.o.Exchanges.Transition(ctx, x.ID, exchange.PendingApproval, exchange.Approved, nil, 0); err != nil || !ok {
+				continue // another process got there first
+			}
+			if err := g.auditApproval(ctx, call, req.ID, receipt); err != nil {
+				return err
+			}
+		}
+		h, ok := g.o.Handlers[call.Capability]
+		if !ok {
+			g.refuse(ctx, x, call, receipt)
+			continue
+		}
+		g.execute(ctx, x, h, call, req.ActionDigest, exchange.Approved, "required_before_execution", req.ID)
+	}
+	return nil
+}
+
+// refuse answers an exchange whose approval was not granted.
+func (g *Gateway) refuse(ctx context.Context, x exchange.Exchange, call handler.Call, receipt *aais.Message) {
+	now := g.o.Now()
+	res := receipt.Resolution
+	code := asc.PermissionDenied
+	switch res.Outcome {
+	case aais.OutcomeExpired:
+		code = asc.Timeout
+	case aais.OutcomeCancelled:
+		code = asc.Cancelled
+	case aais.OutcomeStale:
+		code = asc.FailedPrecondition
+	}
+	e := &arsia.Error{Code: arsia.CodeForbidden, Description: "The action was not approved: " + string(res.Outcome) + ".",
+		Details: map[string]any{"reason": "approval_" + string(res.Outcome), "approval_request_id": res.RequestID,
+			"resolution_id": res.ID, "agent_status": map[string]any{"code": int(code)}}}
+	reply, err := g.sign(arsia.NewError(g.o.Agent, x.Sender, x.MessageID, e, arsia.BuildOptions{Now: now}))
+	if err != nil {
+		g.o.Logger.ErrorContext(ctx, "signing a refusal", "exchange", x.ID, "err", err)
+		return
+	}
+	if err := g.auditApproval(ctx, call, res.RequestID, receipt); err != nil {
+		g.o.Logger.ErrorContext(ctx, "audit", "exchange", x.ID, "err", err)
+		return
+	}
+	if _, _, err := g.o.Exchanges.Transition(ctx, x.ID, exchange.PendingApproval, exchange.Failed, reply, e.HTTPStatus()); err != nil {
+		g.o.Logger.ErrorContext(ctx, "recording a refusal", "exchange", x.ID, "err", err)
+	}
+}
+
+// Exchange returns the current reply of an exchange, for the status URL.
+func (g *Gateway) Exchange(ctx context.Context, id string) (Reply, error) {
+	x, err := g.o.Exchanges.Get(ctx, id)
+	if err != nil {
+		return Reply{}, err
+	}
+	return g.replyOf(x), nil
+}
+
+func (g *Gateway) replyOf(x exchange.Exchange) Reply {
+	if len(x.Reply) == 0 {
+		// Accepted, not answered yet (running, or approved and queued).
+		return Reply{Status: 202, ExchangeID: x.ID,
+			Problem: asc.Errorf(asc.Running, asc.ScopeTask, "The request is being processed.")}
+	}
+	return Reply{Status: x.ReplyStatus, Envelope: x.Reply, ExchangeID: x.ID}
+}
+
+// errorReply signs an ARSIA error to the sender.
+func (g *Gateway) errorReply(to, correlationID string, e *arsia.Error, now time.Time) Reply {
+	if e.Details == nil {
+		e.Details = map[string]any{}
+	}
+	if _, ok := e.Details["agent_status"]; !ok {
+		e.Details["agent_status"] = map[string]any{"code": int(e.AsASC().Code())}
+	}
+	b, err := g.sign(arsia.NewError(g.o.Agent, to, correlationID, e, arsia.BuildOptions{Now: now}))
+	if err != nil {
+		return Reply{Status: e.HTTPStatus(), Problem: e.AsASC()}
+	}
+	return Reply{Status: e.HTTPStatus(), Envelope: b}
+}
+
+// internal answers a failure of the gateway itself: nothing ran.
+func (g *Gateway) internal(to, correlationID string, now time.Time, err error) Reply {
+	g.o.Logger.Error("gateway", "err", err)
+	return g.errorReply(to, correlationID, &arsia.Error{Code: arsia.CodeInternalError,
+		Description: "The gateway failed before running anything; retry later.", Err: err}, now)
+}
+
+// sign signs a built envelope and returns its JSON.
+func (g *Gateway) sign(env *arsia.Envelope, err error) (json.RawMessage, error) {
+	if err != nil {
+		return nil, err
+	}
+	m, err := env.Map()
+	if err != nil {
+		return nil, err
+	}
+	signed, err := sig.Sign(m, g.o.Signer, g.o.KID)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(signed)
+}
+
+// Recover ends the exchanges a previous gateway process left running (it
+// stopped between claiming an action and recording its result): whether
+// the action ran is unknown, so it is never run again; the sender gets an
+// error with ASC 6005 RESULT_STATE_UNKNOWN. Call it once at start, before
+// serving, when this process is the only gateway on its exchange store.
+func (g *Gateway) Recover(ctx context.Context) (int, error) {
+	xs, err := g.o.Exchanges.Interrupted(ctx)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, x := range xs {
+		now := g.o.Now()
+		e := &arsia.Error{Code: arsia.CodeInternalError,
+			Description: "The gateway stopped while running this action; whether it ran is unknown, and it is not run again.",
+			Details:     map[string]any{"agent_status": map[string]any{"code": int(asc.ResultStateUnknown)}}}
+		reply, err := g.sign(arsia.NewError(g.o.Agent, x.Sender, x.MessageID, e, arsia.BuildOptions{Now: now}))
+		if err != nil {
+			return n, err
+		}
+		if _, err := g.o.Audit.Append(ctx, audit.Record{Kind: audit.KindExecution, MessageID: x.MessageID, Sender: x.Sender,
+			Recipient: g.o.Agent, Capability: x.Capability, RequestID: x.ApprovalID, Outcome: audit.OutcomeFailed,
+			ASCCode: int(asc.ResultStateUnknown), Details: map[string]any{"exchange_id": x.ID, "interrupted": true}}); err != nil {
+			return n, err
+		}
+		if _, ok, err := g.o.Exchanges.Transition(ctx, x.ID, exchange.Executing, exchange.Failed, reply, 500); err != nil {
+			return n, err
+		} else if ok {
+			n++
+		}
+	}
+	return n, nil
+}

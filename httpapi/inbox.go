@@ -1,0 +1,117 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+
+	"github.com/custos-runtime/custos/asc"
+	"github.com/custos-runtime/custos/gateway"
+)
+
+// ARSIAMediaType is the media type of ARSIA messages on the wire.
+const ARSIAMediaType = "application/arsia+json"
+
+// InboxOptions configures the ARSIA endpoints of a gateway.
+type InboxOptions struct {
+	Gateway *gateway.Gateway
+	// MaxBody caps a request (1 MiB when zero).
+	MaxBody int64
+	// Metadata is the discovery document served at /.well-known/arsia and
+	// JWKS the gateway's public keys at /.well-known/arsia/jwks.json.
+	Metadata, JWKS json.RawMessage
+	// Ready reports whether the gateway can serve (its stores answer).
+	Ready func(context.Context) error
+}
+
+// NewInbox returns the handler of
+//
+//	POST /v1/arsia/inbox               a signed ARSIA request in, the signed reply out
+//	GET  /v1/arsia/exchanges/{id}      the current reply of an exchange (status URL)
+//	GET  /.well-known/arsia            the gateway's discovery document
+//	GET  /.well-known/arsia/jwks.json  its public signing keys
+//	GET  /healthz, /readyz             liveness and readiness
+//
+// The inbox accepts only application/arsia+json (v=1 when the parameter is
+// given): anything else is 415; a body over MaxBody is 413.
+func NewInbox(o InboxOptions) (http.Handler, error) {
+	if o.Gateway == nil {
+		return nil, errors.New("httpapi: inbox without a gateway")
+	}
+	if o.MaxBody <= 0 {
+		o.MaxBody = 1 << 20
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/arsia/inbox", func(w http.ResponseWriter, r *http.Request) {
+		mt, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+		if err != nil || mt != ARSIAMediaType || (params["v"] != "" && params["v"] != "1") {
+			problem(w, asc.InvalidRequest, http.StatusUnsupportedMediaType, "Send ARSIA messages as application/arsia+json; v=1.")
+			return
+		}
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, o.MaxBody))
+		if err != nil {
+			problem(w, asc.InvalidRequest, http.StatusRequestEntityTooLarge,
+				"The message is larger than "+strconv.FormatInt(o.MaxBody, 10)+" bytes, the most this gateway accepts.")
+			return
+		}
+		writeReply(w, o.Gateway.Receive(r.Context(), body))
+	})
+	mux.HandleFunc("GET /v1/arsia/exchanges/{id}", func(w http.ResponseWriter, r *http.Request) {
+		rep, err := o.Gateway.Exchange(r.Context(), r.PathValue("id"))
+		if err != nil {
+			problem(w, asc.NotFound, http.StatusNotFound, "No such exchange.")
+			return
+		}
+		writeReply(w, rep)
+	})
+	static := func(path string, body json.RawMessage, ct string) {
+		if body == nil {
+			return
+		}
+		mux.HandleFunc("GET "+path, func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", ct)
+			w.Header().Set("Cache-Control", "max-age=300")
+			_, _ = w.Write(body)
+		})
+	}
+	static("/.well-known/arsia", o.Metadata, "application/json")
+	static("/.well-known/arsia/jwks.json", o.JWKS, "application/jwk-set+json")
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		if o.Ready != nil {
+			if err := o.Ready(r.Context()); err != nil {
+				problem(w, asc.DependencyUnavailable, http.StatusServiceUnavailable, "Not ready: "+err.Error())
+				return
+			}
+		}
+		_, _ = io.WriteString(w, "ready\n")
+	})
+	return mux, nil
+}
+
+func writeReply(w http.ResponseWriter, rep gateway.Reply) {
+	if rep.ExchangeID != "" {
+		w.Header().Set("Custos-Exchange", rep.ExchangeID)
+	}
+	if rep.Envelope == nil {
+		code := asc.InternalError
+		detail := "The gateway could not answer."
+		if rep.Problem != nil {
+			code, detail = rep.Problem.Code(), rep.Problem.Envelope.UserMessage()
+			// The gateway's problems describe the sender's own input.
+			if m := rep.Problem.Envelope.Message; m != nil && m.Developer != "" {
+				detail = m.Developer
+			}
+		}
+		problem(w, code, rep.Status, detail)
+		return
+	}
+	w.Header().Set("Content-Type", ARSIAMediaType+"; v=1")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(rep.Status)
+	_, _ = w.Write(rep.Envelope)
+}
