@@ -29,6 +29,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"strings"
 	"time"
 
@@ -72,6 +73,9 @@ type Options struct {
 	// StatusURL is where a sender polls an exchange (put in
 	// pending_approval replies).
 	StatusURL func(exchangeID string) string
+	// RateLimit bounds each sender's requests (no limit when zero);
+	// refused requests get rate_limited (429) with a Retry-After.
+	RateLimit RateLimit
 	// Poll is how often Run looks for decisions (200 ms when zero).
 	Poll time.Duration
 	// Now is the clock (time.Now when nil).
@@ -82,7 +86,8 @@ type Options struct {
 
 // Gateway runs the pipeline. It is safe for concurrent use.
 type Gateway struct {
-	o Options
+	o       Options
+	limiter *limiter
 }
 
 // New checks o and returns a Gateway.
@@ -118,7 +123,7 @@ func New(o Options) (*Gateway, error) {
 	if o.StatusURL == nil {
 		o.StatusURL = func(id string) string { return "/v1/arsia/exchanges/" + id }
 	}
-	return &Gateway{o: o}, nil
+	return &Gateway{o: o, limiter: &limiter{rate: o.RateLimit}}, nil
 }
 
 // Reply is what the gateway answers: the HTTP status and the signed ARSIA
@@ -128,6 +133,8 @@ type Reply struct {
 	Status     int
 	Envelope   json.RawMessage
 	ExchangeID string
+	// RetryAfter, when set, is how long the sender should wait (429).
+	RetryAfter time.Duration
 	// Problem is an ASC status for answers that cannot be an ARSIA reply
 	// (the body is not an envelope, so there is nobody to answer to).
 	Problem *asc.Error
@@ -165,6 +172,14 @@ func (g *Gateway) Receive(ctx context.Context, body []byte) Reply {
 		return fail(&arsia.Error{Code: arsia.CodeUnauthorized, Description: "The signature could not be verified: " + err.Error(), Err: err})
 	}
 	env = v.Envelope
+	// Limited per verified sender: a forged "from" cannot use up another
+	// agent's allowance.
+	if ok, wait := g.limiter.allow(from, now); !ok {
+		rep := fail(&arsia.Error{Code: arsia.CodeRateLimited, Description: "Too many requests from " + from + "; retry later.",
+			Details: map[string]any{"retry_after_seconds": math.Ceil(wait.Seconds())}})
+		rep.RetryAfter = wait
+		return rep
+	}
 	// 3 structure
 	if issues := arsia.ErrorIssues(arsia.Validate(env, arsia.ValidateOptions{Profiles: g.o.Profiles})); len(issues) > 0 {
 		return fail(&arsia.Error{Code: arsia.CodeInvalidRequest, Description: issues[0].Message})

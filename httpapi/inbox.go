@@ -8,6 +8,7 @@ import (
 	"mime"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/custos-runtime/custos/asc"
 	"github.com/custos-runtime/custos/gateway"
@@ -96,6 +97,13 @@ func NewInbox(o InboxOptions) (http.Handler, error) {
 func writeReply(w http.ResponseWriter, rep gateway.Reply) {
 	if rep.ExchangeID != "" {
 		w.Header().Set("Custos-Exchange", rep.ExchangeID)
+	}
+	if rep.RetryAfter > 0 {
+		secs := int64(rep.RetryAfter.Seconds())
+		if time.Duration(secs)*time.Second < rep.RetryAfter {
+			secs++
+		}
+		w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
 	}
 	if rep.Envelope == nil {
 		code := asc.InternalError

@@ -141,6 +141,7 @@ func serve(ctx context.Context, cfg config.Config, out, errOut io.Writer) error 
 		Agent: cfg.Agent, Signer: signer, KID: kid, Keys: keys, Grants: grants, Handlers: handlers,
 		Authority: auth, Exchanges: xs, Audit: auditLog, ApprovalTTL: cfg.Oversight.TTL,
 		AllowSession: cfg.Oversight.AllowSession, Logger: logger,
+		RateLimit: gateway.RateLimit{PerSecond: cfg.RateLimit.PerSecond, Burst: cfg.RateLimit.Burst},
 		StatusURL: func(id string) string { return cfg.PublicURL + "/v1/arsia/exchanges/" + id },
 	})
 	if err != nil {

@@ -40,7 +40,7 @@ type gatewayUnderTest struct {
 
 // startGateway writes a configuration (a sender key in a JWKS file, an
 // echo handler and an http handler counting its calls) and runs serve.
-func startGateway(t *testing.T, dataDir string, prev *gatewayUnderTest) *gatewayUnderTest {
+func startGateway(t *testing.T, dataDir string, prev *gatewayUnderTest, extraYAML ...string) *gatewayUnderTest {
 	t.Helper()
 	g := &gatewayUnderTest{dataDir: dataDir, upstream: new(atomic.Int64)}
 	if prev != nil {
@@ -71,7 +71,8 @@ func startGateway(t *testing.T, dataDir string, prev *gatewayUnderTest) *gateway
 		cfg := "listen: 127.0.0.1:0\ndata: " + dataDir + "\nagent: agent:acme.gateway\n" +
 			"trust:\n  jwks_files: [" + jwksPath + "]\n" +
 			"senders:\n  - agent: " + sender + "\n    capabilities: [\"billing.*\", \"demo.*\"]\n" +
-			"handlers:\n  demo.echo:\n    type: echo\n  billing.invoice.create:\n    type: http\n    url: " + up.URL + "/invoices\n"
+			"handlers:\n  demo.echo:\n    type: echo\n  billing.invoice.create:\n    type: http\n    url: " + up.URL + "/invoices\n" +
+			strings.Join(extraYAML, "")
 		g.configPath = filepath.Join(t.TempDir(), "custos.yaml")
 		if err := os.WriteFile(g.configPath, []byte(cfg), 0o600); err != nil {
 			t.Fatal(err)
@@ -304,5 +305,26 @@ func TestServeRestartWithPendingApproval(t *testing.T) {
 	}
 	if n := g2.upstream.Load(); n != 1 {
 		t.Fatalf("upstream called %d times, want once", n)
+	}
+}
+
+// A sender over its rate gets 429 with Retry-After, and nothing runs.
+func TestServeRateLimit(t *testing.T) {
+	g := startGateway(t, filepath.Join(t.TempDir(), "data"), nil, "rate_limit:\n  per_second: 0.01\n  burst: 2\n")
+	defer g.stop()
+	for i := range 2 {
+		if code, _, _ := g.send(t, "demo.echo", "GDPR-STANDARD", map[string]any{"i": i}, nil); code != 200 {
+			t.Fatalf("request %d within the burst: %d", i, code)
+		}
+	}
+	code, reply, hdr := g.send(t, "demo.echo", "GDPR-STANDARD", map[string]any{"i": 3}, nil)
+	if code != 429 || reply["intent"] != "error" || hdr.Get("Retry-After") == "" {
+		t.Fatalf("over the limit: %d %v Retry-After %q", code, reply, hdr.Get("Retry-After"))
+	}
+	g.verifyReply(t, reply)
+	// A forged request claiming the sender does not use its allowance:
+	// it fails verification first.
+	if code, _, _ := g.send(t, "demo.echo", "GDPR-STANDARD", map[string]any{}, func(m map[string]any) { m["id"] = "x" }); code == 429 {
+		t.Fatal("an unverified request was counted against the sender")
 	}
 }

@@ -62,6 +62,15 @@ type Config struct {
 	Handlers map[string]Handler `yaml:"handlers"`
 	// Oversight tunes the approvals the compliance profiles demand.
 	Oversight Oversight `yaml:"oversight"`
+	// RateLimit bounds each sender's request rate.
+	RateLimit RateLimit `yaml:"rate_limit"`
+}
+
+// RateLimit bounds each sender: a bucket of Burst requests refilled at
+// PerSecond. PerSecond 0 disables the limit.
+type RateLimit struct {
+	PerSecond float64 `yaml:"per_second"`
+	Burst     int     `yaml:"burst"`
 }
 
 // Trust lists where senders' public keys come from.
@@ -108,6 +117,7 @@ func Default() Config {
 		LogFormat: "text",
 		MaxBody:   DefaultMaxBody,
 		Oversight: Oversight{TTL: DefaultApprovalTT},
+		RateLimit: RateLimit{PerSecond: 20, Burst: 40},
 	}
 }
 
@@ -280,6 +290,9 @@ func (c *Config) Check() error {
 	}
 	if c.Oversight.TTL <= 0 || c.Oversight.TTL > arsia.MaxApprovalWindow {
 		bad("oversight.ttl %s: want more than 0 and at most %s", c.Oversight.TTL, arsia.MaxApprovalWindow)
+	}
+	if c.RateLimit.PerSecond < 0 || c.RateLimit.Burst < 0 || (c.RateLimit.PerSecond > 0 && c.RateLimit.Burst == 0) {
+		bad("rate_limit: per_second and burst must be >= 0, and burst > 0 when a rate is set")
 	}
 	if len(errs) == 0 {
 		return nil
