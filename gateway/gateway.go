@@ -88,6 +88,7 @@ type Options struct {
 type Gateway struct {
 	o       Options
 	limiter *limiter
+	metrics metrics
 }
 
 // New checks o and returns a Gateway.
@@ -142,6 +143,27 @@ type Reply struct {
 
 // Receive runs the pipeline for one request body.
 func (g *Gateway) Receive(ctx context.Context, body []byte) Reply {
+	rep := g.receive(ctx, body)
+	g.metrics.inc("custos_requests_total", resultLabel(rep))
+	return rep
+}
+
+// resultLabel names how a request was answered, for the metrics.
+func resultLabel(r Reply) string {
+	switch {
+	case r.Status == 200:
+		return "ok"
+	case r.Status == 202:
+		return "pending_approval"
+	case r.Status == 429:
+		return "rate_limited"
+	case r.Status >= 500:
+		return "error"
+	}
+	return "refused"
+}
+
+func (g *Gateway) receive(ctx context.Context, body []byte) Reply {
 	now := g.o.Now()
 	env, err := sig.DecodeEnvelope(body)
 	if err != nil {

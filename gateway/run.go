@@ -47,6 +47,7 @@ func (g *Gateway) execute(ctx context.Context, x exchange.Exchange, h handler.Ha
 	res, runErr := handler.Dispatch(ctx, h, call, digest)
 	var reply json.RawMessage
 	status := 200
+	g.metrics.inc("custos_executions_total", map[bool]string{true: "failed", false: "succeeded"}[runErr != nil])
 	if runErr != nil {
 		ae := asc.FromError(runErr)
 		code := ae.Status.Code
@@ -164,6 +165,7 @@ func riskLevel(d handler.Descriptor) int {
 
 func (g *Gateway) auditApproval(ctx context.Context, call handler.Call, requestID string, receipt *aais.Message) error {
 	res := receipt.Resolution
+	g.metrics.inc("custos_approvals_total", string(res.Outcome))
 	rec := audit.Record{Kind: audit.KindApproval, MessageID: call.MessageID, Sender: call.From, Recipient: g.o.Agent,
 		Capability: call.Capability, Oversight: "required_before_execution", RequestID: requestID, ResolutionID: res.ID,
 		Outcome: string(res.Outcome), TraceID: call.TraceID}

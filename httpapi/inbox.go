@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -36,6 +37,7 @@ type InboxOptions struct {
 //	GET  /.well-known/arsia            the gateway's discovery document
 //	GET  /.well-known/arsia/jwks.json  its public signing keys
 //	GET  /healthz, /readyz             liveness and readiness
+//	GET  /metrics                      Prometheus text format
 //
 // The inbox accepts only application/arsia+json (v=1 when the parameter is
 // given): anything else is 415; a body over MaxBody is 413.
@@ -82,6 +84,15 @@ func NewInbox(o InboxOptions) (http.Handler, error) {
 	static("/.well-known/arsia", o.Metadata, "application/json")
 	static("/.well-known/arsia/jwks.json", o.JWKS, "application/jwk-set+json")
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
+	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
+		var buf bytes.Buffer
+		if err := o.Gateway.WriteMetrics(r.Context(), &buf); err != nil {
+			problem(w, asc.DependencyUnavailable, http.StatusServiceUnavailable, "Metrics unavailable: "+err.Error())
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+		_, _ = w.Write(buf.Bytes())
+	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		if o.Ready != nil {
 			if err := o.Ready(r.Context()); err != nil {

@@ -283,6 +283,26 @@ func TestServeEndToEnd(t *testing.T) {
 	if g.upstream.Load() != 1 {
 		t.Fatalf("upstream called %d times", g.upstream.Load())
 	}
+
+	resp, err := http.Get(g.url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{
+		`custos_requests_total{result="ok"} 1`,
+		`custos_requests_total{result="pending_approval"} 2`,
+		`custos_requests_total{result="refused"} 3`,
+		`custos_executions_total{outcome="succeeded"} 2`,
+		`custos_approvals_total{outcome="approved"} 1`,
+		`custos_approvals_total{outcome="denied"} 1`,
+		"custos_approvals_waiting 0",
+	} {
+		if !strings.Contains(string(metrics), want) {
+			t.Errorf("metrics lack %q:\n%s", want, metrics)
+		}
+	}
 }
 
 // A gateway stopped while a request waits for approval: after a restart
