@@ -270,9 +270,9 @@ func (g *Gateway) receive(ctx context.Context, body []byte) Reply {
 
 	// 5 oversight
 	if oversight != compliance.OversightRequiredBeforeExecution {
-		return g.execute(ctx, x, h, call, digest, exchange.Received, string(oversight), "")
+		return g.execute(ctx, x, h, call, digest, exchange.Received, execMeta{Oversight: string(oversight), Profile: rec.Profile})
 	}
-	return g.askApproval(ctx, x, h, call, desc, action, digest, env)
+	return g.askApproval(ctx, x, h, call, desc, action, digest, rec.Profile)
 }
 
 // callOf reads the handler call out of a verified request.

@@ -27,12 +27,18 @@ type exchangeRef struct {
 	MessageID   string `json:"message_id"`
 	PayloadType string `json:"payload_type"`
 	TraceID     string `json:"trace_id,omitempty"`
+	Profile     string `json:"profile,omitempty"`
 }
 
 // execute claims the exchange (from state from), runs the call and records
 // the reply. Exactly one caller ever runs a given exchange.
+// execMeta is what the audit records of a call carry besides the call.
+type execMeta struct {
+	Oversight, Profile, ApprovalID string
+}
+
 func (g *Gateway) execute(ctx context.Context, x exchange.Exchange, h handler.Handler, call handler.Call,
-	digest string, from exchange.State, oversight, approvalID string) Reply {
+	digest string, from exchange.State, meta execMeta) Reply {
 	now := g.o.Now()
 	x, claimed, err := g.o.Exchanges.Claim(ctx, x.ID, from)
 	if err != nil {
@@ -42,7 +48,7 @@ func (g *Gateway) execute(ctx context.Context, x exchange.Exchange, h handler.Ha
 		return g.replyOf(x)
 	}
 	rec := audit.Record{Kind: audit.KindExecution, MessageID: call.MessageID, Sender: call.From, Recipient: g.o.Agent,
-		Capability: call.Capability, Oversight: oversight, RequestID: approvalID, TraceID: call.TraceID,
+		Capability: call.Capability, Profile: meta.Profile, Oversight: meta.Oversight, RequestID: meta.ApprovalID, TraceID: call.TraceID,
 		Details: map[string]any{"exchange_id": x.ID, "action_digest": digest}}
 	res, runErr := handler.Dispatch(ctx, h, call, digest)
 	var reply json.RawMessage
@@ -92,10 +98,10 @@ func (g *Gateway) execute(ctx context.Context, x exchange.Exchange, h handler.Ha
 // askApproval creates the AAIS request for exactly the call that would run
 // and answers pending_approval; a remembered rule may approve at once.
 func (g *Gateway) askApproval(ctx context.Context, x exchange.Exchange, h handler.Handler, call handler.Call,
-	desc handler.Descriptor, action json.RawMessage, digest string, env map[string]any) Reply {
+	desc handler.Descriptor, action json.RawMessage, digest, profile string) Reply {
 	now := g.o.Now()
 	ext, _ := json.Marshal(exchangeRef{ExchangeID: x.ID, Sender: call.From, MessageID: call.MessageID,
-		PayloadType: call.PayloadType, TraceID: call.TraceID})
+		PayloadType: call.PayloadType, TraceID: call.TraceID, Profile: profile})
 	choices := []aais.Choice{
 		{Decision: aais.Approve, Scope: aais.ScopeOnce, Label: "Allow this call once"},
 		{Decision: aais.Deny, Scope: aais.ScopeOnce, Label: "Deny"},
@@ -127,10 +133,10 @@ func (g *Gateway) askApproval(ctx context.Context, x exchange.Exchange, h handle
 		if _, ok, err := g.o.Exchanges.Apply(ctx, x.ID, exchange.Received, exchange.Approved, exchange.Change{}); err != nil || !ok {
 			return g.internal(call.From, call.MessageID, now, fmt.Errorf("approving exchange %s: %v", x.ID, err))
 		}
-		if err := g.auditApproval(ctx, call, req.ID, sub.Receipt); err != nil {
+		if err := g.auditApproval(ctx, call, profile, req.ID, sub.Receipt); err != nil {
 			return g.internal(call.From, call.MessageID, now, err)
 		}
-		return g.execute(ctx, x, h, call, digest, exchange.Approved, "required_before_execution", req.ID)
+		return g.execute(ctx, x, h, call, digest, exchange.Approved, execMeta{"required_before_execution", profile, req.ID})
 	}
 	pending, err := g.sign(arsia.NewPendingApproval(g.o.Agent, call.From, call.MessageID, arsia.PendingApproval{
 		ActionID:          req.ID,
@@ -163,11 +169,11 @@ func riskLevel(d handler.Descriptor) int {
 	return 2
 }
 
-func (g *Gateway) auditApproval(ctx context.Context, call handler.Call, requestID string, receipt *aais.Message) error {
+func (g *Gateway) auditApproval(ctx context.Context, call handler.Call, profile, requestID string, receipt *aais.Message) error {
 	res := receipt.Resolution
 	g.metrics.inc("custos_approvals_total", string(res.Outcome))
 	rec := audit.Record{Kind: audit.KindApproval, MessageID: call.MessageID, Sender: call.From, Recipient: g.o.Agent,
-		Capability: call.Capability, Oversight: "required_before_execution", RequestID: requestID, ResolutionID: res.ID,
+		Capability: call.Capability, Profile: profile, Oversight: "required_before_execution", RequestID: requestID, ResolutionID: res.ID,
 		Outcome: string(res.Outcome), TraceID: call.TraceID}
 	if res.Outcome == aais.OutcomeApproved {
 		rec.ASCCode = int(asc.Success)
@@ -223,28 +229,28 @@ func (g *Gateway) resume(ctx context.Context) error {
 		receipt := st.Resolution.Event
 		if x.State == exchange.PendingApproval {
 			if receipt.Resolution.Outcome != aais.OutcomeApproved {
-				g.refuse(ctx, x, call, receipt)
+				g.refuse(ctx, x, call, ref.Profile, receipt)
 				continue
 			}
 			if _, ok, err := g.o.Exchanges.Transition(ctx, x.ID, exchange.PendingApproval, exchange.Approved, nil, 0); err != nil || !ok {
 				continue // another process got there first
 			}
-			if err := g.auditApproval(ctx, call, req.ID, receipt); err != nil {
+			if err := g.auditApproval(ctx, call, ref.Profile, req.ID, receipt); err != nil {
 				return err
 			}
 		}
 		h, ok := g.o.Handlers[call.Capability]
 		if !ok {
-			g.refuse(ctx, x, call, receipt)
+			g.refuse(ctx, x, call, ref.Profile, receipt)
 			continue
 		}
-		g.execute(ctx, x, h, call, req.ActionDigest, exchange.Approved, "required_before_execution", req.ID)
+		g.execute(ctx, x, h, call, req.ActionDigest, exchange.Approved, execMeta{"required_before_execution", ref.Profile, req.ID})
 	}
 	return nil
 }
 
 // refuse answers an exchange whose approval was not granted.
-func (g *Gateway) refuse(ctx context.Context, x exchange.Exchange, call handler.Call, receipt *aais.Message) {
+func (g *Gateway) refuse(ctx context.Context, x exchange.Exchange, call handler.Call, profile string, receipt *aais.Message) {
 	now := g.o.Now()
 	res := receipt.Resolution
 	code := asc.PermissionDenied
@@ -264,7 +270,7 @@ func (g *Gateway) refuse(ctx context.Context, x exchange.Exchange, call handler.
 		g.o.Logger.ErrorContext(ctx, "signing a refusal", "exchange", x.ID, "err", err)
 		return
 	}
-	if err := g.auditApproval(ctx, call, res.RequestID, receipt); err != nil {
+	if err := g.auditApproval(ctx, call, profile, res.RequestID, receipt); err != nil {
 		g.o.Logger.ErrorContext(ctx, "audit", "exchange", x.ID, "err", err)
 		return
 	}

@@ -70,6 +70,7 @@ store (custos approvals).`,
 		newApprovalsCommand(),
 		newAuditCommand(),
 		newServeCommand(),
+		newDemoCommand(),
 	)
 	return root
 }

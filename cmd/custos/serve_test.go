@@ -348,3 +348,16 @@ func TestServeRateLimit(t *testing.T) {
 		t.Fatal("an unverified request was counted against the sender")
 	}
 }
+
+func TestDemo(t *testing.T) {
+	code, out, errOut := custos(t, "", "demo", "--approve", "--data", filepath.Join(t.TempDir(), "demo"))
+	if code != 0 {
+		t.Fatalf("demo exit %d: %s\n%s", code, errOut, out)
+	}
+	for _, want := range []string{"-> 200 response, signed by agent:demo.gateway", "-> 202 pending_approval",
+		"approve apr_", "   -> 200 response\n", "approval   payments.transfer", "chain verified: 5 records"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("demo output lacks %q:\n%s", want, out)
+		}
+	}
+}

@@ -1,0 +1,311 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/go-jose/go-jose/v4"
+	"github.com/spf13/cobra"
+
+	"github.com/custos-runtime/custos/aais"
+	"github.com/custos-runtime/custos/arsia"
+	"github.com/custos-runtime/custos/arsia/sig"
+	"github.com/custos-runtime/custos/audit"
+	"github.com/custos-runtime/custos/audit/sqliteaudit"
+	"github.com/custos-runtime/custos/gateway/config"
+)
+
+const (
+	demoAgent   = "agent:demo.assistant"
+	demoGateway = "agent:demo.gateway"
+)
+
+func newDemoCommand() *cobra.Command {
+	var dataDir, listen string
+	var approve, keep bool
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "demo",
+		Short: "See the whole lifecycle in a minute: a gateway, an agent, a low-risk and a high-risk request",
+		Long: `Start a gateway in this process and act as an AI agent calling it:
+
+  1. a low-risk request (profile GDPR-STANDARD) runs at once and its signed
+     response is verified;
+  2. a high-risk request (profile EU-AI-ACT-HIGH-RISK) waits for a human: the
+     demo tells you how to approve or deny it from another terminal, and
+     waits (or approves it itself with --approve);
+  3. the audit trail of everything that happened is printed and verified.
+
+Everything lives in a temporary data directory, removed at the end unless
+--keep or --data is given.`,
+		Args: argsExactly(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runDemo(cmd.Context(), cmd.OutOrStdout(), dataDir, listen, approve, keep, timeout)
+		},
+	}
+	cmd.Flags().StringVar(&dataDir, "data", "", "the data directory (default: a temporary one)")
+	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:0", "the gateway's address (default: any free port)")
+	cmd.Flags().BoolVar(&approve, "approve", false, "approve the high-risk request automatically, as the demo reviewer")
+	cmd.Flags().BoolVar(&keep, "keep", false, "keep the temporary data directory")
+	cmd.Flags().DurationVar(&timeout, "timeout", 10*time.Minute, "how long to wait for your decision")
+	return cmd
+}
+
+func runDemo(ctx context.Context, out io.Writer, dataDir, listen string, approve, keep bool, timeout time.Duration) error {
+	if dataDir == "" {
+		d, err := os.MkdirTemp("", "custos-demo-")
+		if err != nil {
+			return err
+		}
+		dataDir = d
+		if !keep {
+			defer os.RemoveAll(d)
+		}
+	}
+	// The agent's key, trusted by the gateway through a JWKS file.
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return err
+	}
+	kid := demoAgent + "#key-1"
+	signer, err := sig.NewEd25519Signer(priv.Seed())
+	if err != nil {
+		return err
+	}
+	jwks, err := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: pub, KeyID: kid, Algorithm: "EdDSA", Use: "sig"}}})
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return err
+	}
+	jwksPath := filepath.Join(dataDir, "demo-agent.jwks.json")
+	if err := os.WriteFile(jwksPath, jwks, 0o600); err != nil {
+		return err
+	}
+	cfg := config.Default()
+	cfg.Listen, cfg.Data, cfg.Agent = listen, dataDir, demoGateway
+	cfg.Trust.JWKSFiles = []string{jwksPath}
+	cfg.Senders = []config.Sender{{Agent: demoAgent, Capabilities: []string{"demo.*", "payments.*"}}}
+	cfg.Handlers = map[string]config.Handler{"demo.echo": {Type: "echo"}, "payments.transfer": {Type: "echo"}}
+	if err := cfg.Check(); err != nil {
+		return err
+	}
+
+	gctx, stop := context.WithCancel(ctx)
+	defer stop()
+	pr, pw := io.Pipe()
+	serveErr := make(chan error, 1)
+	go func() {
+		serveErr <- serve(gctx, cfg, pw, io.Discard)
+		pw.Close()
+	}()
+	lines := bufio.NewScanner(pr)
+	var banner strings.Builder
+	for lines.Scan() {
+		banner.WriteString(lines.Text() + "\n")
+		if strings.Contains(lines.Text(), "custos approvals --store") {
+			break
+		}
+	}
+	go func() { _, _ = io.Copy(io.Discard, pr) }()
+	m := regexp.MustCompile(`listening on (http://\S+)`).FindStringSubmatch(banner.String())
+	t := regexp.MustCompile(`Bearer ([0-9a-f]+)`).FindStringSubmatch(banner.String())
+	if m == nil || t == nil {
+		stop()
+		return fmt.Errorf("the gateway did not start: %v\n%s", <-serveErr, banner.String())
+	}
+	base, token := m[1], t[1]
+	fmt.Fprintf(out, "Custos demo: a gateway (%s) at %s, data in %s\n\n", demoGateway, base, dataDir)
+
+	send := func(capability, profile string, args any) (int, map[string]any, string, error) {
+		e, err := arsia.NewRequest(demoAgent, demoGateway, []string{capability}, "com.demo/call", args,
+			arsia.BuildOptions{Now: time.Now(), Compliance: map[string]any{"profile": profile}})
+		if err != nil {
+			return 0, nil, "", err
+		}
+		env, err := e.Map()
+		if err != nil {
+			return 0, nil, "", err
+		}
+		signed, err := sig.Sign(env, signer, kid)
+		if err != nil {
+			return 0, nil, "", err
+		}
+		body, _ := json.Marshal(signed)
+		req, _ := http.NewRequestWithContext(ctx, "POST", base+"/v1/arsia/inbox", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/arsia+json; v=1")
+		code, reply, hdr, err := demoDo(req)
+		return code, reply, hdr.Get("Custos-Exchange"), err
+	}
+
+	fmt.Fprintln(out, "1. The agent asks for demo.echo under GDPR-STANDARD (no human oversight required).")
+	code, reply, _, err := send("demo.echo", "GDPR-STANDARD", map[string]any{"text": "hello"})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "   -> %d %s, signed by %s\n\n", code, reply["intent"], reply["from"])
+
+	fmt.Fprintln(out, "2. The agent asks for payments.transfer of 250.00 EUR under EU-AI-ACT-HIGH-RISK.")
+	code, reply, exID, err := send("payments.transfer", "EU-AI-ACT-HIGH-RISK", map[string]any{"amount": "250.00", "currency": "EUR", "to": "ACME Ltd"})
+	if err != nil {
+		return err
+	}
+	if code != 202 {
+		return fmt.Errorf("the high-risk request was answered %d: %v", code, reply)
+	}
+	approvalID := "apr_" + strings.TrimPrefix(exID, "exc_")
+	fmt.Fprintf(out, "   -> %d %s: the profile requires a human before execution.\n", code, reply["intent"])
+	fmt.Fprintf(out, "   Approve or deny it from another terminal:\n")
+	fmt.Fprintf(out, "     custos approvals --store sqlite:%s show %s\n", filepath.Join(dataDir, "approvals.db"), approvalID)
+	fmt.Fprintf(out, "     custos approvals --store sqlite:%s approve %s   (or: deny)\n", filepath.Join(dataDir, "approvals.db"), approvalID)
+	fmt.Fprintf(out, "   or through the HTTP API: curl -H 'Authorization: Bearer %s' %s/approvals/snapshot\n", token, base)
+	if approve {
+		if err := demoApprove(ctx, base, token, approvalID); err != nil {
+			return err
+		}
+		fmt.Fprintln(out, "   (--approve: approved as the demo reviewer)")
+	} else {
+		fmt.Fprintf(out, "   Waiting for your decision (up to %s)...\n", timeout)
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		req, _ := http.NewRequestWithContext(ctx, "GET", base+"/v1/arsia/exchanges/"+exID, nil)
+		code, reply, _, err = demoDo(req)
+		if err != nil {
+			return err
+		}
+		if code != 202 {
+			break
+		}
+		if time.Now().After(deadline) {
+			return errors.New("no decision arrived in time")
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	fmt.Fprintf(out, "   -> %d %s\n\n", code, reply["intent"])
+
+	stop()
+	if err := <-serveErr; err != nil {
+		return err
+	}
+	fmt.Fprintln(out, "3. The audit trail (hash-chained; custos audit verify checks it):")
+	return printAuditTrail(context.Background(), out, filepath.Join(dataDir, "audit.db"))
+}
+
+func demoDo(req *http.Request) (int, map[string]any, http.Header, error) {
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	var m map[string]any
+	_ = json.Unmarshal(b, &m)
+	return resp.StatusCode, m, resp.Header, nil
+}
+
+// demoApprove approves the request through the approvals HTTP API.
+func demoApprove(ctx context.Context, base, token, id string) error {
+	req, _ := http.NewRequestWithContext(ctx, "GET", base+"/approvals/snapshot", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	snap, err := aais.Parse(b)
+	if err != nil {
+		return err
+	}
+	for i := range snap.Snapshot.Pending {
+		r := &snap.Snapshot.Pending[i]
+		if r.ID != id {
+			continue
+		}
+		d, err := aais.NewDecision(r, aais.DecisionParams{Decision: aais.Approve, Scope: aais.ScopeOnce,
+			Actor: aais.Actor{ID: "demo", Type: aais.ActorHuman}, DecidedAt: time.Now()})
+		if err != nil {
+			return err
+		}
+		msg, err := aais.NewMessage(aais.Header{OccurredAt: time.Now()}, d)
+		if err != nil {
+			return err
+		}
+		body, err := aais.Marshal(msg)
+		if err != nil {
+			return err
+		}
+		post, _ := http.NewRequestWithContext(ctx, "POST", base+"/approvals/"+id+"/decisions", bytes.NewReader(body))
+		post.Header.Set("Authorization", "Bearer "+token)
+		post.Header.Set("Content-Type", "application/json")
+		code, _, _, err := demoDo(post)
+		if err != nil {
+			return err
+		}
+		if code != 200 {
+			return fmt.Errorf("approving %s: HTTP %d", id, code)
+		}
+		return nil
+	}
+	return fmt.Errorf("approval %s is not pending", id)
+}
+
+// printAuditTrail prints the audit log as a table and verifies it.
+func printAuditTrail(ctx context.Context, out io.Writer, path string) error {
+	b, err := sqliteaudit.Open(ctx, path, nil)
+	if err != nil {
+		return err
+	}
+	log := audit.New(b, nil)
+	defer log.Close()
+	var buf bytes.Buffer
+	if _, err := log.Export(ctx, &buf, 0, 0); err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "   SEQ\tKIND\tCAPABILITY\tPROFILE\tOVERSIGHT\tOUTCOME\tASC")
+	sc := bufio.NewScanner(&buf)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		r, err := audit.ParseRecord(sc.Bytes())
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(tw, "   %d\t%s\t%s\t%s\t%s\t%s\t%d\n", r.Seq, r.Kind, r.Capability, orDash(r.Profile), orDash(r.Oversight), r.Outcome, r.ASCCode)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	rep, err := log.Verify(ctx)
+	if err != nil {
+		return err
+	}
+	if !rep.OK() {
+		return fmt.Errorf("the audit trail does not verify: %v", rep.Err())
+	}
+	fmt.Fprintf(out, "   chain verified: %d records, head %s\n", rep.Records, rep.Head)
+	return nil
+}
