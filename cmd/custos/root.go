@@ -71,6 +71,7 @@ store (custos approvals).`,
 		newAuditCommand(),
 		newServeCommand(),
 		newDemoCommand(),
+		newBenchCommand(),
 	)
 	return root
 }

@@ -361,3 +361,12 @@ func TestDemo(t *testing.T) {
 		}
 	}
 }
+
+// The load generator runs and every request is answered 200 (a smoke
+// test: figures belong in docs/benchmarks.md, not in assertions).
+func TestBenchGatewaySmoke(t *testing.T) {
+	code, out, errOut := custos(t, "", "bench", "gateway", "--requests", "40", "--concurrency", "4")
+	if code != 0 || !strings.Contains(out, "custos serve") || !strings.Contains(out, "(failed 0)") {
+		t.Fatalf("bench exit %d: %s\n%s", code, out, errOut)
+	}
+}

@@ -1,0 +1,214 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-jose/go-jose/v4"
+	"github.com/spf13/cobra"
+
+	"github.com/custos-runtime/custos/arsia"
+	"github.com/custos-runtime/custos/arsia/sig"
+	"github.com/custos-runtime/custos/gateway/config"
+)
+
+func newBenchCommand() *cobra.Command {
+	cmd := &cobra.Command{Use: "bench", Short: "Measure Custos on this machine"}
+	var requests, concurrency int
+	gw := &cobra.Command{
+		Use:   "gateway",
+		Short: "Signed not_required requests through the gateway, next to a bare net/http handler",
+		Long: `Sign --requests distinct ARSIA requests (profile GDPR-STANDARD, an echo
+handler), then send the same bodies with --concurrency clients, first to a
+bare net/http handler that reads the body and answers a fixed JSON, then to a
+full gateway in this process (verify, validate, authorize, run, audit, sign,
+all durable). Prints throughput and p50/p99 latency of both and their ratio.`,
+		Args: argsExactly(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if requests < 1 || concurrency < 1 {
+				return usageError{fmt.Errorf("--requests and --concurrency must be positive")}
+			}
+			return benchGateway(cmd.Context(), cmd.OutOrStdout(), requests, concurrency)
+		},
+	}
+	gw.Flags().IntVar(&requests, "requests", 5000, "requests per run")
+	gw.Flags().IntVar(&concurrency, "concurrency", 16, "concurrent clients")
+	cmd.AddCommand(gw)
+	return cmd
+}
+
+type benchResult struct {
+	n        int
+	elapsed  time.Duration
+	p50, p99 time.Duration
+	failed   int64
+}
+
+func (r benchResult) rate() float64 { return float64(r.n) / r.elapsed.Seconds() }
+
+func benchGateway(ctx context.Context, out io.Writer, requests, concurrency int) error {
+	dir, err := os.MkdirTemp("", "custos-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return err
+	}
+	const agent = "agent:bench.client"
+	kid := agent + "#key-1"
+	signer, err := sig.NewEd25519Signer(priv.Seed())
+	if err != nil {
+		return err
+	}
+	jwks, _ := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: pub, KeyID: kid, Algorithm: "EdDSA", Use: "sig"}}})
+	jwksPath := filepath.Join(dir, "client.jwks.json")
+	if err := os.WriteFile(jwksPath, jwks, 0o600); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "signing %d requests...\n", requests)
+	bodies := make([][]byte, requests)
+	for i := range bodies {
+		e, err := arsia.NewRequest(agent, "agent:bench.gateway", []string{"bench.echo"}, "com.bench/echo",
+			map[string]any{"n": i, "text": "hello"}, arsia.BuildOptions{Now: time.Now(), TTL: time.Hour,
+				Compliance: map[string]any{"profile": "GDPR-STANDARD"}})
+		if err != nil {
+			return err
+		}
+		env, err := e.Map()
+		if err != nil {
+			return err
+		}
+		signed, err := sig.Sign(env, signer, kid)
+		if err != nil {
+			return err
+		}
+		if bodies[i], err = json.Marshal(signed); err != nil {
+			return err
+		}
+	}
+
+	// Baseline: a bare handler on the same machine.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	bare := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, http.MaxBytesReader(w, r.Body, 1<<20))
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"ok":true}`)
+	})}
+	go func() { _ = bare.Serve(ln) }()
+	base, err := benchRun(ctx, "http://"+ln.Addr().String()+"/", bodies, concurrency, 200)
+	_ = bare.Close()
+	if err != nil {
+		return err
+	}
+
+	cfg := config.Default()
+	cfg.Listen, cfg.Data, cfg.Agent = "127.0.0.1:0", filepath.Join(dir, "data"), "agent:bench.gateway"
+	cfg.Trust.JWKSFiles = []string{jwksPath}
+	cfg.Senders = []config.Sender{{Agent: agent, Capabilities: []string{"bench.*"}}}
+	cfg.Handlers = map[string]config.Handler{"bench.echo": {Type: "echo"}}
+	cfg.RateLimit = config.RateLimit{}
+	if err := cfg.Check(); err != nil {
+		return err
+	}
+	gctx, stop := context.WithCancel(ctx)
+	defer stop()
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() { done <- serve(gctx, cfg, pw, io.Discard); pw.Close() }()
+	sc := bufio.NewScanner(pr)
+	addr := ""
+	for sc.Scan() {
+		if m := regexp.MustCompile(`listening on (http://\S+)`).FindStringSubmatch(sc.Text()); m != nil {
+			addr = m[1]
+			break
+		}
+	}
+	go func() { _, _ = io.Copy(io.Discard, pr) }()
+	if addr == "" {
+		stop()
+		return fmt.Errorf("the gateway did not start: %v", <-done)
+	}
+	full, err := benchRun(ctx, addr+"/v1/arsia/inbox", bodies, concurrency, 200)
+	stop()
+	if serr := <-done; err == nil {
+		err = serr
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "%d requests, %d concurrent clients, one process on this machine\n", requests, concurrency)
+	fmt.Fprintf(out, "  bare net/http  %8.0f req/s  p50 %-10v p99 %v\n", base.rate(), base.p50, base.p99)
+	fmt.Fprintf(out, "  custos serve   %8.0f req/s  p50 %-10v p99 %v  (failed %d)\n", full.rate(), full.p50, full.p99, full.failed)
+	fmt.Fprintf(out, "  ratio          %.3fx the bare handler's throughput\n", full.rate()/base.rate())
+	if full.failed > 0 {
+		return fmt.Errorf("%d requests were not answered 200", full.failed)
+	}
+	return nil
+}
+
+// benchRun posts every body once with concurrency clients and measures.
+func benchRun(ctx context.Context, url string, bodies [][]byte, concurrency, wantStatus int) (benchResult, error) {
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: concurrency, MaxConnsPerHost: concurrency}}
+	defer client.CloseIdleConnections()
+	lat := make([]time.Duration, len(bodies))
+	var next, failed atomic.Int64
+	var wg sync.WaitGroup
+	var firstErr error
+	var errOnce sync.Once
+	start := time.Now()
+	for range concurrency {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(bodies) || ctx.Err() != nil {
+					return
+				}
+				t0 := time.Now()
+				req, _ := http.NewRequestWithContext(ctx, "POST", url, bytes.NewReader(bodies[i]))
+				req.Header.Set("Content-Type", "application/arsia+json; v=1")
+				resp, err := client.Do(req)
+				if err != nil {
+					errOnce.Do(func() { firstErr = err })
+					failed.Add(1)
+					continue
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				lat[i] = time.Since(t0)
+				if resp.StatusCode != wantStatus {
+					failed.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	el := time.Since(start)
+	if firstErr != nil && failed.Load() == int64(len(bodies)) {
+		return benchResult{}, firstErr
+	}
+	slices.Sort(lat)
+	pct := func(p float64) time.Duration {
+		return lat[min(len(lat)-1, int(p*float64(len(lat))))].Round(10 * time.Microsecond)
+	}
+	return benchResult{n: len(bodies), elapsed: el, p50: pct(0.50), p99: pct(0.99), failed: failed.Load()}, nil
+}
