@@ -1,11 +1,8 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -13,13 +10,11 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/go-jose/go-jose/v4"
 	"github.com/spf13/cobra"
 
 	"github.com/custos-runtime/custos/arsia"
@@ -67,19 +62,9 @@ func benchGateway(ctx context.Context, out io.Writer, requests, concurrency int)
 		return err
 	}
 	defer os.RemoveAll(dir)
-	pub, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		return err
-	}
 	const agent = "agent:bench.client"
-	kid := agent + "#key-1"
-	signer, err := sig.NewEd25519Signer(priv.Seed())
+	signer, kid, jwksPath, err := localAgent(dir, agent)
 	if err != nil {
-		return err
-	}
-	jwks, _ := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: pub, KeyID: kid, Algorithm: "EdDSA", Use: "sig"}}})
-	jwksPath := filepath.Join(dir, "client.jwks.json")
-	if err := os.WriteFile(jwksPath, jwks, 0o600); err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "signing %d requests...\n", requests)
@@ -130,27 +115,12 @@ func benchGateway(ctx context.Context, out io.Writer, requests, concurrency int)
 	if err := cfg.Check(); err != nil {
 		return err
 	}
-	gctx, stop := context.WithCancel(ctx)
-	defer stop()
-	pr, pw := io.Pipe()
-	done := make(chan error, 1)
-	go func() { done <- serve(gctx, cfg, pw, io.Discard); pw.Close() }()
-	sc := bufio.NewScanner(pr)
-	addr := ""
-	for sc.Scan() {
-		if m := regexp.MustCompile(`listening on (http://\S+)`).FindStringSubmatch(sc.Text()); m != nil {
-			addr = m[1]
-			break
-		}
-	}
-	go func() { _, _ = io.Copy(io.Discard, pr) }()
-	if addr == "" {
-		stop()
-		return fmt.Errorf("the gateway did not start: %v", <-done)
+	addr, _, stop, err := startLocalGateway(ctx, cfg)
+	if err != nil {
+		return err
 	}
 	full, err := benchRun(ctx, addr+"/v1/arsia/inbox", bodies, concurrency, 200)
-	stop()
-	if serr := <-done; err == nil {
+	if serr := stop(); err == nil {
 		err = serr
 	}
 	if err != nil {

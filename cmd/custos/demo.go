@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,12 +11,10 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"text/tabwriter"
 	"time"
 
-	"github.com/go-jose/go-jose/v4"
 	"github.com/spf13/cobra"
 
 	"github.com/custos-runtime/custos/aais"
@@ -77,24 +73,8 @@ func runDemo(ctx context.Context, out io.Writer, dataDir, listen string, approve
 		}
 	}
 	// The agent's key, trusted by the gateway through a JWKS file.
-	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	signer, kid, jwksPath, err := localAgent(dataDir, demoAgent)
 	if err != nil {
-		return err
-	}
-	kid := demoAgent + "#key-1"
-	signer, err := sig.NewEd25519Signer(priv.Seed())
-	if err != nil {
-		return err
-	}
-	jwks, err := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: pub, KeyID: kid, Algorithm: "EdDSA", Use: "sig"}}})
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(dataDir, 0o700); err != nil {
-		return err
-	}
-	jwksPath := filepath.Join(dataDir, "demo-agent.jwks.json")
-	if err := os.WriteFile(jwksPath, jwks, 0o600); err != nil {
 		return err
 	}
 	cfg := config.Default()
@@ -106,30 +86,16 @@ func runDemo(ctx context.Context, out io.Writer, dataDir, listen string, approve
 		return err
 	}
 
-	gctx, stop := context.WithCancel(ctx)
-	defer stop()
-	pr, pw := io.Pipe()
-	serveErr := make(chan error, 1)
-	go func() {
-		serveErr <- serve(gctx, cfg, pw, io.Discard)
-		pw.Close()
-	}()
-	lines := bufio.NewScanner(pr)
-	var banner strings.Builder
-	for lines.Scan() {
-		banner.WriteString(lines.Text() + "\n")
-		if strings.Contains(lines.Text(), "custos approvals --store") {
-			break
+	base, token, stop, err := startLocalGateway(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	stopped := false
+	defer func() {
+		if !stopped {
+			_ = stop()
 		}
-	}
-	go func() { _, _ = io.Copy(io.Discard, pr) }()
-	m := regexp.MustCompile(`listening on (http://\S+)`).FindStringSubmatch(banner.String())
-	t := regexp.MustCompile(`Bearer ([0-9a-f]+)`).FindStringSubmatch(banner.String())
-	if m == nil || t == nil {
-		stop()
-		return fmt.Errorf("the gateway did not start: %v\n%s", <-serveErr, banner.String())
-	}
-	base, token := m[1], t[1]
+	}()
 	fmt.Fprintf(out, "Custos demo: a gateway (%s) at %s, data in %s\n\n", demoGateway, base, dataDir)
 
 	send := func(capability, profile string, args any) (int, map[string]any, string, error) {
@@ -203,8 +169,8 @@ func runDemo(ctx context.Context, out io.Writer, dataDir, listen string, approve
 	}
 	fmt.Fprintf(out, "   -> %d %s\n\n", code, reply["intent"])
 
-	stop()
-	if err := <-serveErr; err != nil {
+	stopped = true
+	if err := stop(); err != nil {
 		return err
 	}
 	fmt.Fprintln(out, "3. The audit trail (hash-chained; custos audit verify checks it):")
