@@ -3,6 +3,7 @@ module github.com/custos-runtime/custos
 go 1.26.0
 
 require (
+	github.com/coder/websocket v1.8.15
 	github.com/go-jose/go-jose/v4 v4.1.9
 	github.com/gowebpki/jcs v1.0.1
 	github.com/jackc/pgx/v5 v5.12.0

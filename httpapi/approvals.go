@@ -9,6 +9,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -120,6 +121,8 @@ type approvals struct {
 //	GET  /approvals/events               Server-Sent Events (see below)
 //	POST /approvals/{id}/decisions       an approval.decided envelope in,
 //	                                     the approval.resolved receipt out
+//	GET  /approvals/ws                   WebSocket: the same, on one
+//	                                     connection (see websocket)
 //
 // Every endpoint requires authentication. The event stream starts after
 // the Last-Event-ID header (or the after query parameter) when given, and
@@ -152,6 +155,7 @@ func NewApprovals(o ApprovalsOptions) (http.Handler, error) {
 	mux.HandleFunc("GET /approvals/snapshot", a.snapshot)
 	mux.HandleFunc("GET /approvals/events", a.events)
 	mux.HandleFunc("POST /approvals/{id}/decisions", a.decide)
+	mux.HandleFunc("GET /approvals/ws", a.websocket)
 	return a.authenticated(mux), nil
 }
 
@@ -192,23 +196,10 @@ func (a *approvals) decide(w http.ResponseWriter, r *http.Request) {
 		problem(w, asc.InvalidRequest, http.StatusRequestEntityTooLarge, fmt.Sprintf("The body is larger than %d bytes.", a.o.MaxBody))
 		return
 	}
-	m, err := aais.Parse(body)
-	if err != nil {
-		problem(w, asc.InvalidRequest, http.StatusBadRequest, "The body is not a valid AAIS message: "+err.Error())
-		return
-	}
-	if m.Type != aais.TypeDecided {
-		problem(w, asc.InvalidRequest, http.StatusBadRequest, fmt.Sprintf("Expected approval.decided, got %s.", m.Type))
-		return
-	}
-	if m.Decision.RequestID != r.PathValue("id") {
-		problem(w, asc.InvalidRequest, http.StatusBadRequest, "The decision is for another request than the URL names.")
-		return
-	}
 	actor, _ := r.Context().Value(actorKey{}).(aais.Actor)
-	receipt, err := a.o.Authority.Decide(r.Context(), m.Decision, actor, nil)
-	if err != nil {
-		a.fail(w, r, err)
+	receipt, f := a.decideBody(r.Context(), body, r.PathValue("id"), actor)
+	if f != nil {
+		problem(w, f.code, f.status, f.detail)
 		return
 	}
 	status := http.StatusOK
@@ -218,21 +209,52 @@ func (a *approvals) decide(w http.ResponseWriter, r *http.Request) {
 	writeMessage(w, status, receipt)
 }
 
+// failure is a refused decision, in HTTP and ASC terms.
+type failure struct {
+	status int
+	code   asc.Code
+	detail string
+}
+
+// decideBody decides one approval.decided envelope as actor; requestID,
+// when not empty, is the request the transport named.
+func (a *approvals) decideBody(ctx context.Context, body []byte, requestID string, actor aais.Actor) (*aais.Message, *failure) {
+	m, err := aais.Parse(body)
+	if err != nil {
+		return nil, &failure{http.StatusBadRequest, asc.InvalidRequest, "Not a valid AAIS message: " + err.Error()}
+	}
+	if m.Type != aais.TypeDecided {
+		return nil, &failure{http.StatusBadRequest, asc.InvalidRequest, fmt.Sprintf("Expected approval.decided, got %s.", m.Type)}
+	}
+	if requestID != "" && m.Decision.RequestID != requestID {
+		return nil, &failure{http.StatusBadRequest, asc.InvalidRequest, "The decision is for another request than the URL names."}
+	}
+	receipt, err := a.o.Authority.Decide(ctx, m.Decision, actor, nil)
+	if err != nil {
+		return nil, a.failure(ctx, err)
+	}
+	return receipt, nil
+}
+
 // fail answers an error of the authority or the store.
 func (a *approvals) fail(w http.ResponseWriter, r *http.Request, err error) {
+	f := a.failure(r.Context(), err)
+	problem(w, f.code, f.status, f.detail)
+}
+
+func (a *approvals) failure(ctx context.Context, err error) *failure {
 	switch {
 	case errors.Is(err, aais.ErrUnknownRequest):
-		problem(w, asc.NotFound, http.StatusNotFound, "No such approval request.")
+		return &failure{http.StatusNotFound, asc.NotFound, "No such approval request."}
 	case errors.Is(err, aais.ErrOwnerStopped):
-		problem(w, asc.FailedPrecondition, http.StatusConflict, "The process waiting to run this action has stopped; it cannot be approved.")
+		return &failure{http.StatusConflict, asc.FailedPrecondition, "The process waiting to run this action has stopped; it cannot be approved."}
 	case errors.Is(err, aais.ErrInvalid):
-		problem(w, asc.InvalidRequest, http.StatusBadRequest, err.Error())
+		return &failure{http.StatusBadRequest, asc.InvalidRequest, err.Error()}
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		problem(w, asc.Timeout, http.StatusServiceUnavailable, "The request was cancelled.")
-	default:
-		a.o.Logger.ErrorContext(r.Context(), "approvals", "path", r.URL.Path, "err", err)
-		problem(w, asc.InternalError, http.StatusInternalServerError, "The approval store failed; nothing was decided.")
+		return &failure{http.StatusServiceUnavailable, asc.Timeout, "The request was cancelled."}
 	}
+	a.o.Logger.ErrorContext(ctx, "approvals", "err", err)
+	return &failure{http.StatusInternalServerError, asc.InternalError, "The approval store failed; nothing was decided."}
 }
 
 func (a *approvals) events(w http.ResponseWriter, r *http.Request) {
@@ -241,7 +263,6 @@ func (a *approvals) events(w http.ResponseWriter, r *http.Request) {
 		problem(w, asc.InternalError, http.StatusInternalServerError, "Streaming is not supported here.")
 		return
 	}
-	ctx := r.Context()
 	after, resume := uint64(0), false
 	if v := r.Header.Get("Last-Event-ID"); v != "" {
 		after, resume = parseSeq(v)
@@ -252,60 +273,92 @@ func (a *approvals) events(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	storeID := ""
-	resync := func() bool {
+	err := a.follow(r.Context(), after, resume, sink{
+		event: func(m *aais.Message) error { return writeEvent(w, m) },
+		gap: func(p aais.EventPage) error {
+			_, err := fmt.Fprintf(w, "event: gap\ndata: {\"store_id\":%q,\"latest\":%d}\n\n", p.StoreID, p.Latest)
+			return err
+		},
+		heartbeat: func() error {
+			_, err := io.WriteString(w, ": keepalive\n\n")
+			return err
+		},
+		flush: fl.Flush,
+	})
+	if err != nil && r.Context().Err() == nil {
+		a.o.Logger.ErrorContext(r.Context(), "approval events", "err", err)
+	}
+}
+
+// sink is where follow writes a stream.
+type sink struct {
+	event     func(*aais.Message) error
+	gap       func(aais.EventPage) error
+	heartbeat func() error
+	flush     func()
+}
+
+// follow writes the store's events to s until ctx ends or a write fails:
+// from after when resume is set, else from a fresh snapshot; when the
+// position can no longer be continued (a reset store, compaction), a gap
+// and then a fresh snapshot.
+func (a *approvals) follow(ctx context.Context, after uint64, resume bool, s sink) error {
+	resync := func() error {
 		snap, err := a.o.Authority.Snapshot(ctx)
 		if err != nil {
-			return false
+			return err
 		}
 		after = snap.Snapshot.AsOfSequence
-		return writeEvent(w, snap) == nil
+		return s.event(snap)
 	}
-	if !resume && !resync() {
-		return
+	if !resume {
+		if err := resync(); err != nil {
+			return err
+		}
 	}
-	fl.Flush()
+	s.flush()
 	poll := time.NewTicker(a.o.Poll)
 	defer poll.Stop()
 	beat := time.NewTicker(a.o.Heartbeat)
 	defer beat.Stop()
+	storeID := ""
 	for {
 		p, err := a.o.Store.EventsAfter(ctx, after, 500)
 		if err != nil {
-			if ctx.Err() == nil {
-				a.o.Logger.ErrorContext(ctx, "approval events", "err", err)
-			}
-			return
+			return err
 		}
 		if p.Gap || (storeID != "" && p.StoreID != storeID) {
 			storeID = p.StoreID
-			if _, err := fmt.Fprintf(w, "event: gap\ndata: {\"store_id\":%q,\"latest\":%d}\n\n", p.StoreID, p.Latest); err != nil || !resync() {
-				return
+			if err := s.gap(p); err != nil {
+				return err
 			}
-			fl.Flush()
+			if err := resync(); err != nil {
+				return err
+			}
+			s.flush()
 			continue
 		}
 		storeID = p.StoreID
 		for _, m := range p.Events {
-			if writeEvent(w, m) != nil {
-				return
+			if err := s.event(m); err != nil {
+				return err
 			}
 			after = m.Sequence
 		}
 		if len(p.Events) > 0 {
-			fl.Flush()
+			s.flush()
 		}
 		if len(p.Events) == 500 {
 			continue
 		}
 		select {
 		case <-ctx.Done():
-			return
+			return ctx.Err()
 		case <-beat.C:
-			if _, err := io.WriteString(w, ": keepalive\n\n"); err != nil {
-				return
+			if err := s.heartbeat(); err != nil {
+				return err
 			}
-			fl.Flush()
+			s.flush()
 		case <-poll.C:
 		}
 	}
@@ -344,17 +397,22 @@ func writeMessage(w http.ResponseWriter, status int, m *aais.Message) {
 
 // problem answers an RFC 9457 problem document carrying an ASC status.
 func problem(w http.ResponseWriter, code asc.Code, status int, detail string) {
+	b := problemJSON(code, status, detail)
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+// problemJSON is the problem document of problem.
+func problemJSON(code asc.Code, status int, detail string) []byte {
 	env := asc.New(code, asc.ScopePolicyDecision, true, time.Now())
 	env.Message = &asc.Message{User: detail}
 	p := asc.ToProblem(env)
 	p.Status = status
 	b, err := p.MarshalJSON()
 	if err != nil {
-		http.Error(w, detail, status)
-		return
+		b, _ = json.Marshal(map[string]any{"status": status, "detail": detail})
 	}
-	w.Header().Set("Content-Type", "application/problem+json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	_, _ = w.Write(b)
+	return b
 }
