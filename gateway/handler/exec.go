@@ -127,17 +127,8 @@ func NewExec(cfg ExecConfig) (*Exec, error) {
 		timeout: cfg.Timeout,
 		max:     cfg.MaxOutputBytes,
 	}
-	switch {
-	case e.timeout < 0:
-		return nil, fmt.Errorf("%w: negative timeout", ErrConfig)
-	case e.timeout == 0:
-		e.timeout = DefaultTimeout
-	}
-	switch {
-	case e.max < 0 || e.max > MaxResponseBytesLimit:
-		return nil, fmt.Errorf("%w: MaxOutputBytes must be 0 to %d", ErrConfig, MaxResponseBytesLimit)
-	case e.max == 0:
-		e.max = DefaultMaxResponseBytes
+	if e.timeout, e.max, err = limits(cfg.Timeout, cfg.MaxOutputBytes, "MaxOutputBytes"); err != nil {
+		return nil, err
 	}
 	// The command line must fit in one effect uncut: a cut would let two
 	// commands that differ after the cut share a digest.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/custos-runtime/custos/aais"
@@ -430,4 +431,23 @@ func appendString(b []byte, s string) []byte {
 	enc.SetEscapeHTML(false)
 	_ = enc.Encode(s) // a string always encodes
 	return append(b, strings.TrimSuffix(buf.String(), "\n")...)
+}
+
+// limits checks a built-in's timeout and size cap and applies their
+// defaults (DefaultTimeout, DefaultMaxResponseBytes); name is the size
+// field, for the error.
+func limits(timeout time.Duration, max int64, name string) (time.Duration, int64, error) {
+	if timeout < 0 {
+		return 0, 0, fmt.Errorf("%w: negative timeout", ErrConfig)
+	}
+	if timeout == 0 {
+		timeout = DefaultTimeout
+	}
+	if max < 0 || max > MaxResponseBytesLimit {
+		return 0, 0, fmt.Errorf("%w: %s must be 0 to %d", ErrConfig, name, MaxResponseBytesLimit)
+	}
+	if max == 0 {
+		max = DefaultMaxResponseBytes
+	}
+	return timeout, max, nil
 }

@@ -112,17 +112,8 @@ func NewHTTP(cfg HTTPConfig) (*HTTP, error) {
 		return nil, fmt.Errorf("%w: url: longer than %d bytes", ErrConfig, maxResourceLen)
 	}
 	h := &HTTP{url: resource, host: u.Host, timeout: cfg.Timeout, max: cfg.MaxResponseBytes, now: time.Now}
-	switch {
-	case h.timeout < 0:
-		return nil, fmt.Errorf("%w: negative timeout", ErrConfig)
-	case h.timeout == 0:
-		h.timeout = DefaultTimeout
-	}
-	switch {
-	case h.max < 0 || h.max > MaxResponseBytesLimit:
-		return nil, fmt.Errorf("%w: MaxResponseBytes must be 0 to %d", ErrConfig, MaxResponseBytesLimit)
-	case h.max == 0:
-		h.max = DefaultMaxResponseBytes
+	if h.timeout, h.max, err = limits(cfg.Timeout, cfg.MaxResponseBytes, "MaxResponseBytes"); err != nil {
+		return nil, err
 	}
 	h.headers = make(http.Header, len(cfg.Headers))
 	for name, values := range cfg.Headers {
