@@ -74,6 +74,22 @@ directory is created with the gateway's own Ed25519 key; later runs reuse it.`,
 		},
 	}
 	cmd.Flags().StringVar(&configFile, "config", "", "the YAML configuration file (default $CUSTOS_CONFIG)")
+	cmd.AddCommand(&cobra.Command{
+		Use:   "token",
+		Short: "Print a new reviewer API token and the token_sha256 line for the configuration",
+		Long: `Print a new random API token (give it to the reviewer; it is shown once) and
+the SHA-256 to put in the reviewers section of the configuration, which is
+all the gateway keeps.`,
+		Args: argsExactly(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			t, err := randomToken()
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "token:         %s\ntoken_sha256:  %s\n", t, httpapi.TokenHash(t))
+			return nil
+		},
+	})
 	for _, f := range []struct{ name, usage string }{
 		{"listen", "the address to listen on (default 127.0.0.1:8080)"},
 		{"data", "the data directory (default ./custos-data)"},
@@ -184,7 +200,11 @@ func serve(ctx context.Context, cfg config.Config, out, errOut io.Writer) error 
 	if err != nil {
 		return err
 	}
-	tokens, err := httpapi.NewTokens(map[string]aais.Actor{httpapi.TokenHash(token): {ID: "admin", Type: aais.ActorHuman, DisplayName: "Gateway administrator"}})
+	reviewers := map[string]aais.Actor{httpapi.TokenHash(token): {ID: "admin", Type: aais.ActorHuman, DisplayName: "Gateway administrator"}}
+	for _, r := range cfg.Reviewers {
+		reviewers[r.TokenSHA256] = aais.Actor{ID: r.ID, Type: aais.ActorHuman, DisplayName: r.DisplayName}
+	}
+	tokens, err := httpapi.NewTokens(reviewers)
 	if err != nil {
 		return err
 	}

@@ -370,3 +370,28 @@ func TestBenchGatewaySmoke(t *testing.T) {
 		t.Fatalf("bench exit %d: %s\n%s", code, out, errOut)
 	}
 }
+
+// A reviewer from the configuration decides with their own token.
+func TestServeConfiguredReviewer(t *testing.T) {
+	code, out, _ := custos(t, "", "serve", "token")
+	tok := regexp.MustCompile(`token:\s+([0-9a-f]+)`).FindStringSubmatch(out)
+	hash := regexp.MustCompile(`token_sha256:\s+(sha256:[0-9a-f]{64})`).FindStringSubmatch(out)
+	if code != 0 || tok == nil || hash == nil {
+		t.Fatalf("serve token: %d %s", code, out)
+	}
+	g := startGateway(t, filepath.Join(t.TempDir(), "data"), nil,
+		"reviewers:\n  - id: alice\n    display_name: Alice Example\n    token_sha256: "+hash[1]+"\n")
+	defer g.stop()
+	_, _, hdr := g.send(t, "billing.invoice.create", "EU-AI-ACT-HIGH-RISK", map[string]any{"amount": "1.00"}, nil)
+	g.token = tok[1]
+	g.decide(t, aais.Approve)
+	if code, reply := g.awaitFinal(t, hdr.Get("Custos-Exchange")); code != 200 || reply["intent"] != "response" {
+		t.Fatalf("after alice's approval: %d %v", code, reply)
+	}
+	g.token = "0000"
+	req, _ := http.NewRequestWithContext(t.Context(), "GET", g.url+"/approvals/snapshot", nil)
+	req.Header.Set("Authorization", "Bearer "+g.token)
+	if code, _, _ := g.do(t, req); code != 401 {
+		t.Fatalf("an unknown token: %d", code)
+	}
+}

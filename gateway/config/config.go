@@ -60,6 +60,9 @@ type Config struct {
 	Senders []Sender `yaml:"senders"`
 	// Handlers says how each capability runs.
 	Handlers map[string]Handler `yaml:"handlers"`
+	// Reviewers may decide approvals through the HTTP API with their API
+	// token (kept only as its SHA-256: custos serve token prints one).
+	Reviewers []Reviewer `yaml:"reviewers"`
 	// Oversight tunes the approvals the compliance profiles demand.
 	Oversight Oversight `yaml:"oversight"`
 	// RateLimit bounds each sender's request rate.
@@ -97,6 +100,15 @@ type Handler struct {
 	Dir     string        `yaml:"dir"`
 	Env     []string      `yaml:"env"`
 	Timeout time.Duration `yaml:"timeout"`
+}
+
+// Reviewer is a person (or program) who may decide approvals.
+type Reviewer struct {
+	// ID is recorded as the actor of their decisions.
+	ID          string `yaml:"id"`
+	DisplayName string `yaml:"display_name"`
+	// TokenSHA256 is "sha256:" + hex SHA-256 of their API token.
+	TokenSHA256 string `yaml:"token_sha256"`
 }
 
 // Oversight tunes approvals.
@@ -287,6 +299,19 @@ func (c *Config) Check() error {
 		if h.Timeout < 0 {
 			bad("handlers.%s.timeout: negative", name)
 		}
+	}
+	seen := map[string]bool{}
+	for i, r := range c.Reviewers {
+		h, ok := strings.CutPrefix(r.TokenSHA256, "sha256:")
+		switch {
+		case r.ID == "":
+			bad("reviewers[%d]: no id", i)
+		case !ok || len(h) != 64 || strings.Trim(h, "0123456789abcdef") != "":
+			bad("reviewers[%d] (%s): token_sha256 must be \"sha256:\" and 64 lower-case hex digits (custos serve token prints one)", i, r.ID)
+		case seen[r.TokenSHA256]:
+			bad("reviewers[%d] (%s): the same token as another reviewer", i, r.ID)
+		}
+		seen[r.TokenSHA256] = true
 	}
 	if c.Oversight.TTL <= 0 || c.Oversight.TTL > arsia.MaxApprovalWindow {
 		bad("oversight.ttl %s: want more than 0 and at most %s", c.Oversight.TTL, arsia.MaxApprovalWindow)

@@ -132,3 +132,26 @@ func TestExampleConfig(t *testing.T) {
 		t.Fatalf("the example's stated defaults differ from the defaults: %+v", c)
 	}
 }
+
+func TestReviewers(t *testing.T) {
+	good := "sha256:" + strings.Repeat("ab", 32)
+	for name, tc := range map[string]struct {
+		yml string
+		ok  bool
+	}{
+		"valid":      {"reviewers:\n  - id: alice\n    token_sha256: " + good + "\n", true},
+		"no id":      {"reviewers:\n  - token_sha256: " + good + "\n", false},
+		"bad hash":   {"reviewers:\n  - id: a\n    token_sha256: sha256:xyz\n", false},
+		"upper hex":  {"reviewers:\n  - id: a\n    token_sha256: sha256:" + strings.Repeat("AB", 32) + "\n", false},
+		"same token": {"reviewers:\n  - id: a\n    token_sha256: " + good + "\n  - id: b\n    token_sha256: " + good + "\n", false},
+	} {
+		c := Default()
+		err := c.Decode(strings.NewReader(tc.yml), "custos.yaml")
+		if err == nil {
+			err = c.Check()
+		}
+		if (err == nil) != tc.ok {
+			t.Errorf("%s: err = %v, want ok %v", name, err, tc.ok)
+		}
+	}
+}
