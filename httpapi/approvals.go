@@ -273,94 +273,29 @@ func (a *approvals) events(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	err := a.follow(r.Context(), after, resume, sink{
-		event: func(m *aais.Message) error { return writeEvent(w, m) },
-		gap: func(p aais.EventPage) error {
+	lastBeat := time.Now()
+	err := a.o.Authority.Follow(r.Context(), after, resume, a.o.Poll, aais.Follower{
+		Message: func(m *aais.Message) error { return writeEvent(w, m) },
+		Gap: func(p aais.EventPage) error {
 			_, err := fmt.Fprintf(w, "event: gap\ndata: {\"store_id\":%q,\"latest\":%d}\n\n", p.StoreID, p.Latest)
 			return err
 		},
-		heartbeat: func() error {
-			_, err := io.WriteString(w, ": keepalive\n\n")
-			return err
+		Idle: func(wrote bool) error {
+			if !wrote && time.Since(lastBeat) >= a.o.Heartbeat {
+				if _, err := io.WriteString(w, ": keepalive\n\n"); err != nil {
+					return err
+				}
+				wrote = true
+			}
+			if wrote {
+				lastBeat = time.Now()
+				fl.Flush()
+			}
+			return nil
 		},
-		flush: fl.Flush,
 	})
 	if err != nil && r.Context().Err() == nil {
 		a.o.Logger.ErrorContext(r.Context(), "approval events", "err", err)
-	}
-}
-
-// sink is where follow writes a stream.
-type sink struct {
-	event     func(*aais.Message) error
-	gap       func(aais.EventPage) error
-	heartbeat func() error
-	flush     func()
-}
-
-// follow writes the store's events to s until ctx ends or a write fails:
-// from after when resume is set, else from a fresh snapshot; when the
-// position can no longer be continued (a reset store, compaction), a gap
-// and then a fresh snapshot.
-func (a *approvals) follow(ctx context.Context, after uint64, resume bool, s sink) error {
-	resync := func() error {
-		snap, err := a.o.Authority.Snapshot(ctx)
-		if err != nil {
-			return err
-		}
-		after = snap.Snapshot.AsOfSequence
-		return s.event(snap)
-	}
-	if !resume {
-		if err := resync(); err != nil {
-			return err
-		}
-	}
-	s.flush()
-	poll := time.NewTicker(a.o.Poll)
-	defer poll.Stop()
-	beat := time.NewTicker(a.o.Heartbeat)
-	defer beat.Stop()
-	storeID := ""
-	for {
-		p, err := a.o.Store.EventsAfter(ctx, after, 500)
-		if err != nil {
-			return err
-		}
-		if p.Gap || (storeID != "" && p.StoreID != storeID) {
-			storeID = p.StoreID
-			if err := s.gap(p); err != nil {
-				return err
-			}
-			if err := resync(); err != nil {
-				return err
-			}
-			s.flush()
-			continue
-		}
-		storeID = p.StoreID
-		for _, m := range p.Events {
-			if err := s.event(m); err != nil {
-				return err
-			}
-			after = m.Sequence
-		}
-		if len(p.Events) > 0 {
-			s.flush()
-		}
-		if len(p.Events) == 500 {
-			continue
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-beat.C:
-			if err := s.heartbeat(); err != nil {
-				return err
-			}
-			s.flush()
-		case <-poll.C:
-		}
 	}
 }
 

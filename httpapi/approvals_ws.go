@@ -72,24 +72,28 @@ func (a *approvals) websocket(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}()
-	err = a.follow(ctx, 0, false, sink{
-		event: func(m *aais.Message) error {
+	lastPing := time.Now()
+	err = a.o.Authority.Follow(ctx, 0, false, a.o.Poll, aais.Follower{
+		Message: func(m *aais.Message) error {
 			b, err := aais.Marshal(m)
 			if err != nil {
 				return err
 			}
 			return write(b)
 		},
-		gap: func(p aais.EventPage) error {
+		Gap: func(p aais.EventPage) error {
 			b, _ := json.Marshal(map[string]any{"type": "gap", "store_id": p.StoreID, "latest": p.Latest})
 			return write(b)
 		},
-		heartbeat: func() error {
+		Idle: func(wrote bool) error {
+			if wrote || time.Since(lastPing) < a.o.Heartbeat {
+				return nil
+			}
+			lastPing = time.Now()
 			pctx, pcancel := context.WithTimeout(ctx, 10*time.Second)
 			defer pcancel()
 			return c.Ping(pctx)
 		},
-		flush: func() {},
 	})
 	if err != nil && ctx.Err() == nil {
 		a.o.Logger.ErrorContext(r.Context(), "approvals websocket", "err", err)

@@ -394,67 +394,31 @@ compacted past the position, the pending set is printed again from a fresh
 snapshot. Stops on interrupt.`,
 		Args: argsExactly(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
 			w := cmd.OutOrStdout()
-			storeID := ""
-			resync := func() error {
-				snap, err := e.auth.Snapshot(ctx)
-				if err != nil {
-					return err
-				}
-				after = snap.Snapshot.AsOfSequence
-				if e.asJSON {
-					return printMessage(w, snap)
-				}
-				fmt.Fprintf(w, "snapshot as of %d: %d pending\n", after, len(snap.Snapshot.Pending))
-				for _, r := range snap.Snapshot.Pending {
-					fmt.Fprintf(w, "  pending  %s  %s  %s\n", r.ID, actionName(&r), oneLine(r.Action.Summary(), 60))
-				}
-				return nil
-			}
-			if !cmd.Flags().Changed("after") {
-				if err := resync(); err != nil {
-					return err
-				}
-			}
-			t := time.NewTicker(interval)
-			defer t.Stop()
-			for {
-				p, err := e.st.EventsAfter(ctx, after, 500)
-				if err != nil {
-					if ctx.Err() != nil {
-						return nil
-					}
-					return err
-				}
-				if p.Gap || (storeID != "" && p.StoreID != storeID) {
-					fmt.Fprintf(cmd.ErrOrStderr(), "custos: events after %d are gone (store reset or compacted); starting from a new snapshot\n", after)
-					if err := resync(); err != nil {
-						return err
-					}
-					storeID = p.StoreID
-					continue
-				}
-				storeID = p.StoreID
-				for _, m := range p.Events {
-					if e.asJSON {
-						if err := printMessage(w, m); err != nil {
-							return err
+			err := e.auth.Follow(cmd.Context(), after, cmd.Flags().Changed("after"), interval, aais.Follower{
+				Message: func(m *aais.Message) error {
+					switch {
+					case e.asJSON:
+						return printMessage(w, m)
+					case m.Type == aais.TypeSnapshot:
+						fmt.Fprintf(w, "snapshot as of %d: %d pending\n", m.Snapshot.AsOfSequence, len(m.Snapshot.Pending))
+						for _, r := range m.Snapshot.Pending {
+							fmt.Fprintf(w, "  pending  %s  %s  %s\n", r.ID, actionName(&r), oneLine(r.Action.Summary(), 60))
 						}
-					} else {
+					default:
 						fmt.Fprintln(w, eventLine(m))
 					}
-					after = m.Sequence
-				}
-				if len(p.Events) == 500 {
-					continue
-				}
-				select {
-				case <-ctx.Done():
 					return nil
-				case <-t.C:
-				}
+				},
+				Gap: func(aais.EventPage) error {
+					fmt.Fprintln(cmd.ErrOrStderr(), "custos: earlier events are gone (store reset or compacted); starting from a new snapshot")
+					return nil
+				},
+			})
+			if cmd.Context().Err() != nil {
+				return nil
 			}
+			return err
 		},
 	}
 	cmd.Flags().Uint64Var(&after, "after", 0, "print events with a greater sequence (skips the initial snapshot)")
@@ -643,7 +607,9 @@ written. The command ends when stdin is closed.`,
 			defer cancel()
 			out := &lineWriter{w: cmd.OutOrStdout()}
 			pumpErr := make(chan error, 1)
-			go func() { pumpErr <- e.pump(ctx, out, interval) }()
+			go func() {
+				pumpErr <- e.auth.Follow(ctx, 0, false, interval, aais.Follower{Message: out.message})
+			}()
 
 			sc := bufio.NewScanner(cmd.InOrStdin())
 			sc.Buffer(make([]byte, 64<<10), aais.DefaultMaxSize)
@@ -683,55 +649,6 @@ func (e *approvalsEnv) decideLine(ctx context.Context, out *lineWriter, line []b
 		return err
 	}
 	return out.message(receipt)
-}
-
-// pump writes a snapshot and then every event, re-snapshotting when the
-// store's log no longer connects to what was written.
-func (e *approvalsEnv) pump(ctx context.Context, out *lineWriter, interval time.Duration) error {
-	var after uint64
-	storeID := ""
-	resync := func() error {
-		snap, err := e.auth.Snapshot(ctx)
-		if err != nil {
-			return err
-		}
-		after = snap.Snapshot.AsOfSequence
-		return out.message(snap)
-	}
-	if err := resync(); err != nil {
-		return err
-	}
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		p, err := e.st.EventsAfter(ctx, after, 500)
-		if err != nil {
-			return err
-		}
-		switch {
-		case p.Gap || (storeID != "" && p.StoreID != storeID):
-			storeID = p.StoreID
-			if err := resync(); err != nil {
-				return err
-			}
-			continue
-		}
-		storeID = p.StoreID
-		for _, m := range p.Events {
-			if err := out.message(m); err != nil {
-				return err
-			}
-			after = m.Sequence
-		}
-		if len(p.Events) == 500 {
-			continue
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-		}
-	}
 }
 
 // lineWriter writes whole lines from several goroutines without
