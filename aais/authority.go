@@ -549,6 +549,42 @@ func (a *Authority) Activity(ctx context.Context, requestID, message, stage stri
 		&Activity{RequestID: requestID, Message: message, Stage: stage})
 }
 
+// Expire resolves one request as expired if it is still pending past its
+// expires_at on the authority's clock, and returns its receipt then (or the
+// resolution another caller recorded first); nil when it is pending and not
+// overdue. It is ExpireOverdue for one request, without listing the others.
+func (a *Authority) Expire(ctx context.Context, id string) (*Message, error) {
+	st, err := a.store.RequestState(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if st.Resolution != nil {
+		return receiptOf(*st.Resolution)
+	}
+	return a.expire(ctx, st)
+}
+
+// expire is Expire on a pending request's state.
+func (a *Authority) expire(ctx context.Context, st RequestState) (*Message, error) {
+	req, err := requestOf(st.Request)
+	if err != nil {
+		return nil, err
+	}
+	now := a.now()
+	if req.ExpiresAt.IsZero() || now.Before(req.ExpiresAt.Time()) {
+		return nil, nil
+	}
+	rec, err := a.resolution(req, nil, OutcomeExpired, now)
+	if err != nil {
+		return nil, err
+	}
+	stored, _, err := a.store.ResolveIfPending(ctx, rec)
+	if err != nil {
+		return nil, err
+	}
+	return receiptOf(stored)
+}
+
 // State returns what the store knows about one request.
 func (a *Authority) State(ctx context.Context, id string) (RequestState, error) {
 	return a.store.RequestState(ctx, id)
@@ -573,20 +609,8 @@ func (a *Authority) Wait(ctx context.Context, id string, interval time.Duration)
 		if st.Resolution != nil {
 			return receiptOf(*st.Resolution)
 		}
-		req, err := requestOf(st.Request)
-		if err != nil {
-			return nil, err
-		}
-		if now := a.now(); !req.ExpiresAt.IsZero() && !now.Before(req.ExpiresAt.Time()) {
-			rec, err := a.resolution(req, nil, OutcomeExpired, now)
-			if err != nil {
-				return nil, err
-			}
-			stored, _, err := a.store.ResolveIfPending(ctx, rec)
-			if err != nil {
-				return nil, err
-			}
-			return receiptOf(stored)
+		if m, err := a.expire(ctx, st); m != nil || err != nil {
+			return m, err
 		}
 		select {
 		case <-ctx.Done():

@@ -81,3 +81,33 @@ func TestFollow(t *testing.T) {
 		t.Fatalf("Follow = %v, want the callback's error", err)
 	}
 }
+
+func TestExpireOne(t *testing.T) {
+	s := memstore.New()
+	c := aaistest.NewClock(aaistest.Start)
+	a := aaistest.NewAuthority(t, s, c)
+	r := aaistest.Request(t, c.Now(), "1") // expires an hour after Start
+	other := aaistest.Request(t, c.Now(), "2")
+	for _, q := range []*aais.Request{r, other} {
+		if _, _, err := a.Create(t.Context(), q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if m, err := a.Expire(t.Context(), r.ID); m != nil || err != nil {
+		t.Fatalf("before the deadline: %v, %v", m, err)
+	}
+	c.Advance(time.Hour)
+	m, err := a.Expire(t.Context(), r.ID)
+	if err != nil || m == nil || m.Resolution.Outcome != aais.OutcomeExpired {
+		t.Fatalf("at the deadline: %v, %v", m, err)
+	}
+	if again, err := a.Expire(t.Context(), r.ID); err != nil || aaistest.Wire(t, again) != aaistest.Wire(t, m) {
+		t.Fatalf("again: %v", err)
+	}
+	if st, _ := s.RequestState(t.Context(), other.ID); !st.Pending() {
+		t.Fatal("Expire resolved another request")
+	}
+	if _, err := a.Expire(t.Context(), "apr_none"); !errors.Is(err, aais.ErrUnknownRequest) {
+		t.Fatalf("unknown: %v", err)
+	}
+}

@@ -185,16 +185,14 @@ func (g *Gateway) auditApproval(ctx context.Context, call handler.Call, profile,
 }
 
 // Run resumes the exchanges waiting for a decision until ctx ends: an
-// approved one runs (once), any other outcome answers an error. It also
-// sweeps expired approval requests. Start it once per gateway process;
+// approved one runs (once), any other outcome answers an error. An
+// exchange's approval request still pending past its deadline is resolved
+// as expired. Start it once per gateway process;
 // several processes may run it on one store.
 func (g *Gateway) Run(ctx context.Context) error {
 	t := time.NewTicker(g.o.Poll)
 	defer t.Stop()
 	for {
-		if _, err := g.o.Authority.ExpireOverdue(ctx); err != nil && ctx.Err() == nil {
-			g.o.Logger.ErrorContext(ctx, "expiry sweep", "err", err)
-		}
 		if err := g.resume(ctx); err != nil && ctx.Err() == nil {
 			g.o.Logger.ErrorContext(ctx, "resuming exchanges", "err", err)
 		}
@@ -217,6 +215,13 @@ func (g *Gateway) resume(ctx context.Context) error {
 			return err
 		}
 		if st.Resolution == nil {
+			// Only this exchange's approval is swept, not every pending
+			// request of the store on every poll.
+			if !x.Deadline.IsZero() && !g.o.Now().Before(x.Deadline) {
+				if _, err := g.o.Authority.Expire(ctx, x.ApprovalID); err != nil {
+					return err
+				}
+			}
 			continue
 		}
 		req := st.Request.Event.Request

@@ -395,3 +395,18 @@ func TestServeConfiguredReviewer(t *testing.T) {
 		t.Fatalf("an unknown token: %d", code)
 	}
 }
+
+// An approval nobody gives in time expires: an error, nothing runs.
+func TestServeApprovalExpires(t *testing.T) {
+	g := startGateway(t, filepath.Join(t.TempDir(), "data"), nil, "oversight:\n  ttl: 1s\n")
+	defer g.stop()
+	code, _, hdr := g.send(t, "billing.invoice.create", "EU-AI-ACT-HIGH-RISK", map[string]any{"amount": "7.00"}, nil)
+	if code != 202 {
+		t.Fatalf("%d", code)
+	}
+	code, reply := g.awaitFinal(t, hdr.Get("Custos-Exchange"))
+	details, _ := reply["payload"].(map[string]any)["error"].(map[string]any)["details"].(map[string]any)
+	if code != 403 || reply["intent"] != "error" || details["reason"] != "approval_expired" || g.upstream.Load() != 0 {
+		t.Fatalf("after the deadline: %d %v, upstream %d", code, reply, g.upstream.Load())
+	}
+}
