@@ -238,3 +238,25 @@ func (h *keyHistory) lookup(kid string) (*jose.JSONWebKey, error) {
 func isUnknown(err error) bool {
 	return errors.Is(err, ErrUnknownKid) && !errors.Is(err, errAmbiguousKid)
 }
+
+// KeySources asks each source in turn; the first that knows the kid
+// answers. A source saying the key is revoked ends the search: another
+// source must not bring a withdrawn key back. With no source, every kid is
+// unknown.
+type KeySources []KeySource
+
+// Key implements KeySource.
+func (ks KeySources) Key(ctx context.Context, kid string) (*jose.JSONWebKey, error) {
+	var errs []error
+	for _, s := range ks {
+		k, err := s.Key(ctx, kid)
+		if err == nil || errors.Is(err, ErrRevokedKey) {
+			return k, err
+		}
+		errs = append(errs, err)
+	}
+	if len(errs) == 0 {
+		return nil, fmt.Errorf("%w: no key sources", ErrUnknownKid)
+	}
+	return nil, errors.Join(errs...)
+}

@@ -58,27 +58,11 @@ least 24 hours); an existing private key file is never overwritten unless
 			if !priv.Valid() {
 				return fmt.Errorf("generated key is not a valid JWK")
 			}
-			privJSON, err := json.MarshalIndent(priv, "", "  ")
-			if err != nil {
-				return err
-			}
 			if err := os.MkdirAll(dir, 0o755); err != nil {
 				return err
 			}
 			privPath := filepath.Join(dir, label+".private.jwk.json")
-			flags := os.O_WRONLY | os.O_CREATE | os.O_EXCL
-			if force {
-				flags = os.O_WRONLY | os.O_CREATE | os.O_TRUNC
-			}
-			f, err := os.OpenFile(privPath, flags, 0o600)
-			if err != nil {
-				return err
-			}
-			if _, err := f.Write(append(privJSON, '\n')); err != nil {
-				f.Close()
-				return err
-			}
-			if err := f.Close(); err != nil {
+			if err := writePrivateJWK(privPath, priv, force); err != nil {
 				return err
 			}
 			jwksPath := filepath.Join(dir, "jwks.json")
@@ -126,6 +110,28 @@ func generateKey(alg string) (crypto.Signer, error) {
 		return rsa.GenerateKey(rand.Reader, 3072)
 	}
 	return nil, usageError{fmt.Errorf("--alg %q: want EdDSA, ES256 or RS256", alg)}
+}
+
+// writePrivateJWK writes a private key as an indented JWK, mode 0600, and
+// syncs it. An existing file is refused unless overwrite is set.
+func writePrivateJWK(path string, priv jose.JSONWebKey, overwrite bool) error {
+	data, err := json.MarshalIndent(priv, "", "  ")
+	if err != nil {
+		return err
+	}
+	flags := os.O_WRONLY | os.O_CREATE | os.O_EXCL
+	if overwrite {
+		flags = os.O_WRONLY | os.O_CREATE | os.O_TRUNC
+	}
+	f, err := os.OpenFile(path, flags, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(append(data, '\n')); err != nil {
+		f.Close()
+		return err
+	}
+	return errors.Join(f.Sync(), f.Close())
 }
 
 // readJWKS reads a JWKS file, or returns an empty set when it does not exist.

@@ -271,19 +271,10 @@ func gatewayKey(dir, agent string) (sig.Signer, jose.JSONWebKey, string, bool, e
 		if err != nil {
 			return nil, jose.JSONWebKey{}, "", false, err
 		}
-		priv := jose.JSONWebKey{Key: k, KeyID: kid, Algorithm: "EdDSA", Use: "sig"}
-		if data, err = json.MarshalIndent(priv, "", "  "); err != nil {
+		if err := writePrivateJWK(path, jose.JSONWebKey{Key: k, KeyID: kid, Algorithm: "EdDSA", Use: "sig"}, false); err != nil {
 			return nil, jose.JSONWebKey{}, "", false, err
 		}
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-		if err != nil {
-			return nil, jose.JSONWebKey{}, "", false, err
-		}
-		if _, err := f.Write(append(data, '\n')); err != nil {
-			f.Close()
-			return nil, jose.JSONWebKey{}, "", false, err
-		}
-		if err := errors.Join(f.Sync(), f.Close()); err != nil {
+		if data, err = os.ReadFile(path); err != nil {
 			return nil, jose.JSONWebKey{}, "", false, err
 		}
 		created = true
@@ -310,7 +301,7 @@ func gatewayKey(dir, agent string) (sig.Signer, jose.JSONWebKey, string, bool, e
 
 // trustStore builds the key source of the configured senders' keys.
 func trustStore(t config.Trust) (sig.KeySource, error) {
-	var sources keySources
+	var sources sig.KeySources
 	for _, f := range t.JWKSFiles {
 		sources = append(sources, sig.NewJWKSFile(f))
 	}
@@ -322,26 +313,6 @@ func trustStore(t config.Trust) (sig.KeySource, error) {
 		sources = append(sources, s)
 	}
 	return sources, nil
-}
-
-// keySources asks each source in turn; the first that knows the kid
-// answers. A revoked key stops the search: another source must not
-// resurrect it.
-type keySources []sig.KeySource
-
-func (ks keySources) Key(ctx context.Context, kid string) (*jose.JSONWebKey, error) {
-	var errs []error
-	for _, s := range ks {
-		k, err := s.Key(ctx, kid)
-		if err == nil || errors.Is(err, sig.ErrRevokedKey) {
-			return k, err
-		}
-		errs = append(errs, err)
-	}
-	if len(errs) == 0 {
-		return nil, fmt.Errorf("%w: no trusted keys are configured", sig.ErrUnknownKid)
-	}
-	return nil, errors.Join(errs...)
 }
 
 func newHandler(h config.Handler) (handler.Handler, error) {
