@@ -185,12 +185,8 @@ the-action". Submitting the same message again changes nothing.`,
 			if receipt == nil {
 				return nil
 			}
-			if e.asJSON {
-				if err := printMessage(w, receipt); err != nil {
-					return err
-				}
-			} else {
-				printReceipt(w, receipt)
+			if err := e.print(w, receipt, printReceipt); err != nil {
+				return err
 			}
 			if wait && receipt.Resolution.Outcome != aais.OutcomeApproved {
 				return fmt.Errorf("request %s: outcome %s", m.Request.ID, receipt.Resolution.Outcome)
@@ -346,12 +342,8 @@ Exit status 0 when the receipt's outcome is what was decided, 1 otherwise
 			if err != nil {
 				return err
 			}
-			if e.asJSON {
-				if err := printMessage(cmd.OutOrStdout(), m); err != nil {
-					return err
-				}
-			} else {
-				printReceipt(cmd.OutOrStdout(), m)
+			if err := e.print(cmd.OutOrStdout(), m, printReceipt); err != nil {
+				return err
 			}
 			if want := verdictOutcome(v); m.Resolution.Outcome != want {
 				return fmt.Errorf("request %s: outcome %s, not %s", req.ID, m.Resolution.Outcome, want)
@@ -560,12 +552,8 @@ func (e *approvalsEnv) sweepCommand() *cobra.Command {
 			}
 			w := cmd.OutOrStdout()
 			for _, m := range append(expired, orphaned...) {
-				if e.asJSON {
-					if err := printMessage(w, m); err != nil {
-						return err
-					}
-				} else {
-					fmt.Fprintln(w, eventLine(m))
+				if err := e.print(w, m, printEventLine); err != nil {
+					return err
 				}
 			}
 			if !e.asJSON {
@@ -669,6 +657,17 @@ func (l *lineWriter) message(m *aais.Message) error {
 	return err
 }
 
+// print writes m as a line of JSON with --json, else as human prints it.
+func (e *approvalsEnv) print(w io.Writer, m *aais.Message, human func(io.Writer, *aais.Message)) error {
+	if e.asJSON {
+		return printMessage(w, m)
+	}
+	human(w, m)
+	return nil
+}
+
+func printEventLine(w io.Writer, m *aais.Message) { fmt.Fprintln(w, eventLine(m)) }
+
 // printMessage writes one AAIS message as a line of JSON.
 func printMessage(w io.Writer, m *aais.Message) error {
 	b, err := aais.Marshal(m)
@@ -726,13 +725,8 @@ func oneLine(s string, n int) string {
 }
 
 func indentJSON(b []byte) ([]byte, error) {
-	var out strings.Builder
-	var v json.RawMessage = b
-	pretty, err := json.MarshalIndent(v, "  ", "  ")
-	if err != nil {
-		return nil, err
-	}
+	var out bytes.Buffer
 	out.WriteString("  ")
-	out.Write(pretty)
-	return []byte(out.String()), nil
+	err := json.Indent(&out, b, "  ", "  ")
+	return out.Bytes(), err
 }

@@ -292,7 +292,7 @@ func createTx(ctx context.Context, tx *sqlitedb.Tx, rec preparedRequest) (stored
 			return storedRequest{}, false, err
 		}
 	}
-	b, msg, seq, err := appendEvent(ctx, tx, rec.event, id)
+	msg, seq, err := appendEvent(ctx, tx, rec.event, id)
 	if err != nil {
 		return storedRequest{}, false, err
 	}
@@ -304,7 +304,7 @@ func createTx(ctx context.Context, tx *sqlitedb.Tx, rec preparedRequest) (stored
 			return storedRequest{}, false, err
 		}
 	}
-	return storedRequest{event: b, owner: owner, fingerprint: rec.Fingerprint, msg: msg}, true, nil
+	return storedRequest{owner: owner, fingerprint: rec.Fingerprint, msg: msg}, true, nil
 }
 
 // insertResolution records rec as the resolution of request id, with its
@@ -324,7 +324,7 @@ func insertResolution(ctx context.Context, tx *sqlitedb.Tx, id string, rec aais.
 			return nil, fmt.Errorf("%w: %s", aais.ErrRuleInactive, rec.ByRule)
 		}
 	}
-	_, msg, seq, err := appendEvent(ctx, tx, ev, id)
+	msg, seq, err := appendEvent(ctx, tx, ev, id)
 	if err != nil {
 		return nil, err
 	}
@@ -575,30 +575,30 @@ func newEvent(m *aais.Message) (event, error) {
 }
 
 // appendEvent gives e the next sequence, max+1 in the transaction that
-// holds the write lock, and records it in the log. It returns the event's
+// holds the write lock, and records it in the log. It returns the
 // JSON and the caller's copy of it.
-func appendEvent(ctx context.Context, tx *sqlitedb.Tx, e event, requestID string) ([]byte, *aais.Message, int64, error) {
+func appendEvent(ctx context.Context, tx *sqlitedb.Tx, e event, requestID string) (*aais.Message, int64, error) {
 	last, err := latest(ctx, tx)
 	if err != nil {
-		return nil, nil, 0, err
+		return nil, 0, err
 	}
 	if last >= aais.MaxSequence {
-		return nil, nil, 0, aais.ErrSequenceExhausted
+		return nil, 0, aais.ErrSequenceExhausted
 	}
 	seq := last + 1
 	b, err := aais.SetSequence(e.json, seq)
 	if err != nil {
-		return nil, nil, 0, err
+		return nil, 0, err
 	}
 	if _, err := tx.ExecContext(ctx, qInsertEvent, int64(seq), string(e.msg.Type), requestID, b); err != nil {
-		return nil, nil, 0, err
+		return nil, 0, err
 	}
 	if tx.Memo != nil {
 		tx.Memo[memoLatest] = seq
 	}
 	out := *e.msg // shallow: the payload is the caller's alone
 	out.Sequence = seq
-	return b, &out, int64(seq), nil
+	return &out, int64(seq), nil
 }
 
 // latest is the sequence of the last event recorded, 0 when none.
