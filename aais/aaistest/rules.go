@@ -167,7 +167,7 @@ func testRuleAutoApproves(t *testing.T, f *fixture) {
 			t.Fatalf("request %+v approved by a rule that does not cover it", o)
 		}
 	}
-	// Expired requests' rules still approve; an expired rule does not.
+	// A session rule without an expiry keeps matching as time passes.
 	f.clock.Advance(48 * time.Hour)
 	if s := f.submit(t, f.request(t, "3", reqOpt{session: "s-1"})); s.Receipt == nil {
 		t.Fatal("a session rule without expiry stopped matching")
