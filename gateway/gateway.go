@@ -73,6 +73,12 @@ type Options struct {
 	// StatusURL is where a sender polls an exchange (put in
 	// pending_approval replies).
 	StatusURL func(exchangeID string) string
+	// Trust, when set, decides whether a verified sender's key is trusted
+	// enough for the call (certificate trust levels, revocation).
+	Trust TrustPolicy
+	// Authorizer, when set, checks the access token (bearer or DPoP) of
+	// every request; its scope bounds the capabilities granted.
+	Authorizer Authorizer
 	// RateLimit bounds each sender's requests (no limit when zero);
 	// refused requests get rate_limited (429) with a Retry-After.
 	RateLimit RateLimit
@@ -141,9 +147,71 @@ type Reply struct {
 	Problem *asc.Error
 }
 
-// Receive runs the pipeline for one request body.
-func (g *Gateway) Receive(ctx context.Context, body []byte) Reply {
-	rep := g.receive(ctx, body)
+// Inbound is one request as the transport received it.
+type Inbound struct {
+	// Body is the ARSIA envelope.
+	Body []byte
+	// Authorization and DPoP are the HTTP headers of those names ("" when
+	// absent).
+	Authorization, DPoP string
+	// IdempotencyKey is the Idempotency-Key header ("" when absent); it
+	// wins over the envelope's idempotency.key.
+	IdempotencyKey string
+	// Method and URL are the HTTP method and the absolute URL the request
+	// was sent to (DPoP's htm and htu).
+	Method, URL string
+}
+
+// TrustPolicy decides whether a sender whose signature verified may make a
+// call: certificate trust levels, revoked keys.
+type TrustPolicy interface {
+	// Check returns nil, or the ARSIA error to answer (certificate_*,
+	// key_mismatch, forbidden for a trust level below the minimum).
+	Check(ctx context.Context, q TrustQuery) *arsia.Error
+}
+
+// TrustQuery is what a TrustPolicy decides on.
+type TrustQuery struct {
+	// Sender is the verified "from"; KID the key that signed.
+	Sender, KID string
+	// Capability is the call; Profile the effective compliance profile
+	// ("" when none).
+	Capability, Profile string
+}
+
+// Authorizer checks the access token that accompanies a request.
+type Authorizer interface {
+	// Authorize returns the token's grant, or the ARSIA error to answer
+	// (unauthorized for a missing, invalid, expired or replayed token or
+	// proof).
+	Authorize(ctx context.Context, q AuthzQuery) (*Grant, *arsia.Error)
+}
+
+// AuthzQuery is what an Authorizer decides on.
+type AuthzQuery struct {
+	// Sender and Recipient are the envelope's from and to (the token's
+	// sub and aud).
+	Sender, Recipient string
+	// Capabilities are the ones requested, in request order.
+	Capabilities []string
+	// Authorization, DPoP, Method and URL come from the transport.
+	Authorization, DPoP, Method, URL string
+	Now                              time.Time
+}
+
+// Grant is what a valid access token allows.
+type Grant struct {
+	// Scope are the capabilities the token covers (exact strings).
+	Scope []string
+	// TokenID is the token's jti, Issuer its iss; Bound says a DPoP
+	// proof bound it to the sender's key.
+	TokenID, Issuer string
+	Bound           bool
+}
+
+// Receive runs the pipeline for one request.
+func (g *Gateway) Receive(ctx context.Context, in Inbound) Reply {
+	rep := g.receive(ctx, in)
 	g.metrics.inc("custos_requests_total", resultLabel(rep))
 	return rep
 }
@@ -163,9 +231,9 @@ func resultLabel(r Reply) string {
 	return "refused"
 }
 
-func (g *Gateway) receive(ctx context.Context, body []byte) Reply {
+func (g *Gateway) receive(ctx context.Context, in Inbound) Reply {
 	now := g.o.Now()
-	env, err := sig.DecodeEnvelope(body)
+	env, err := sig.DecodeEnvelope(in.Body)
 	if err != nil {
 		return Reply{Status: 400, Problem: asc.Errorf(asc.InvalidRequest, asc.ScopeTask, "The body is not an ARSIA envelope: %v", err)}
 	}
@@ -221,9 +289,32 @@ func (g *Gateway) receive(ctx context.Context, body []byte) Reply {
 		return fail(&arsia.Error{Code: arsia.CodeInvalidRequest, Description: err.Error()})
 	}
 	rec.Capability = call.Capability
-	if !arsia.MatchCapabilities(g.o.Grants[from], []string{call.Capability}) {
+	if g.o.Trust != nil {
+		if e := g.o.Trust.Check(ctx, TrustQuery{Sender: from, KID: v.KeyID, Capability: call.Capability, Profile: rec.Profile}); e != nil {
+			return fail(e)
+		}
+	}
+	requested := stringsOf(env["capabilities"])
+	scope := g.o.Grants[from]
+	if g.o.Authorizer != nil {
+		grant, e := g.o.Authorizer.Authorize(ctx, AuthzQuery{Sender: from, Recipient: g.o.Agent, Capabilities: requested,
+			Authorization: in.Authorization, DPoP: in.DPoP, Method: in.Method, URL: in.URL, Now: now})
+		if e != nil {
+			return fail(e)
+		}
+		rec.Details = map[string]any{"token_id": grant.TokenID, "token_issuer": grant.Issuer, "dpop_bound": grant.Bound}
+		scope = intersectScope(scope, grant.Scope)
+	}
+	// Downgrade: the call runs with the requested capabilities the sender
+	// holds; the first one, the call itself, must be among them.
+	effective, _ := arsia.DowngradeCapabilities(requested, scope)
+	if len(effective) == 0 || effective[0] != call.Capability {
 		return fail(&arsia.Error{Code: arsia.CodeForbidden, Description: "The sender holds no grant for " + call.Capability + ".",
 			Details: map[string]any{"reason": "capability_not_granted", "capability": call.Capability}})
+	}
+	var downgraded []string
+	if len(effective) < len(requested) {
+		downgraded = effective
 	}
 	h, ok := g.o.Handlers[call.Capability]
 	if !ok {
@@ -270,17 +361,19 @@ func (g *Gateway) receive(ctx context.Context, body []byte) Reply {
 
 	// 5 oversight
 	if oversight != compliance.OversightRequiredBeforeExecution {
-		return g.execute(ctx, x, h, call, digest, exchange.Received, execMeta{Oversight: string(oversight), Profile: rec.Profile})
+		return g.execute(ctx, x, h, call, digest, exchange.Received, execMeta{Oversight: string(oversight), Profile: rec.Profile, Effective: downgraded})
 	}
-	return g.askApproval(ctx, x, h, call, desc, action, digest, rec.Profile)
+	return g.askApproval(ctx, x, h, call, desc, action, digest, rec.Profile, downgraded)
 }
 
 // callOf reads the handler call out of a verified request.
 func callOf(env map[string]any) (handler.Call, error) {
 	caps, _ := env["capabilities"].([]any)
-	if len(caps) != 1 {
-		return handler.Call{}, errors.New("a request must name exactly one capability")
+	if len(caps) == 0 {
+		return handler.Call{}, errors.New("a request must name the capability it calls")
 	}
+	// The first capability is the call; the others are optional extras
+	// the sender may be granted (downgrade).
 	capability, _ := caps[0].(string)
 	payload, _ := env["payload"].(map[string]any)
 	if payload == nil {
@@ -312,4 +405,27 @@ func profileName(env map[string]any, reg *compliance.Registry) (string, bool) {
 		return "", false
 	}
 	return p.Name, true
+}
+
+func stringsOf(v any) []string {
+	list, _ := v.([]any)
+	out := make([]string, 0, len(list))
+	for _, x := range list {
+		if s, ok := x.(string); ok {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// intersectScope keeps the granted patterns a token's scope names exactly
+// (token scopes are exact strings, no wildcards: ARSIA Core §6).
+func intersectScope(granted, token []string) []string {
+	var out []string
+	for _, t := range token {
+		if arsia.MatchCapabilities(granted, []string{t}) {
+			out = append(out, t)
+		}
+	}
+	return out
 }

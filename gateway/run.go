@@ -28,6 +28,8 @@ type exchangeRef struct {
 	PayloadType string `json:"payload_type"`
 	TraceID     string `json:"trace_id,omitempty"`
 	Profile     string `json:"profile,omitempty"`
+	// Effective are the capabilities granted when fewer than requested.
+	Effective []string `json:"effective_capabilities,omitempty"`
 }
 
 // execute claims the exchange (from state from), runs the call and records
@@ -35,6 +37,8 @@ type exchangeRef struct {
 // execMeta is what the audit records of a call carry besides the call.
 type execMeta struct {
 	Oversight, Profile, ApprovalID string
+	// Effective are the granted capabilities of a downgraded request.
+	Effective []string
 }
 
 func (g *Gateway) execute(ctx context.Context, x exchange.Exchange, h handler.Handler, call handler.Call,
@@ -70,7 +74,17 @@ func (g *Gateway) execute(ctx context.Context, x exchange.Exchange, h handler.Ha
 		status = e.HTTPStatus()
 	} else {
 		rec.Outcome, rec.ASCCode = audit.OutcomeSucceeded, int(asc.Success)
-		reply, err = g.sign(arsia.NewResponse(g.o.Agent, call.From, call.MessageID, res.PayloadType, res.Data, arsia.BuildOptions{Now: now}))
+		var result any = res.Data
+		if meta.Effective != nil {
+			// A downgraded response names what was granted (ARSIA Core
+			// §4: payload.result.effective_capabilities).
+			var m map[string]any
+			if json.Unmarshal(res.Data, &m) == nil && m != nil {
+				m["effective_capabilities"] = meta.Effective
+				result = m
+			}
+		}
+		reply, err = g.sign(arsia.NewResponse(g.o.Agent, call.From, call.MessageID, res.PayloadType, result, arsia.BuildOptions{Now: now}))
 	}
 	if err != nil {
 		return g.internal(call.From, call.MessageID, now, err)
@@ -98,10 +112,10 @@ func (g *Gateway) execute(ctx context.Context, x exchange.Exchange, h handler.Ha
 // askApproval creates the AAIS request for exactly the call that would run
 // and answers pending_approval; a remembered rule may approve at once.
 func (g *Gateway) askApproval(ctx context.Context, x exchange.Exchange, h handler.Handler, call handler.Call,
-	desc handler.Descriptor, action json.RawMessage, digest, profile string) Reply {
+	desc handler.Descriptor, action json.RawMessage, digest, profile string, effective []string) Reply {
 	now := g.o.Now()
 	ext, _ := json.Marshal(exchangeRef{ExchangeID: x.ID, Sender: call.From, MessageID: call.MessageID,
-		PayloadType: call.PayloadType, TraceID: call.TraceID, Profile: profile})
+		PayloadType: call.PayloadType, TraceID: call.TraceID, Profile: profile, Effective: effective})
 	choices := []aais.Choice{
 		{Decision: aais.Approve, Scope: aais.ScopeOnce, Label: "Allow this call once"},
 		{Decision: aais.Deny, Scope: aais.ScopeOnce, Label: "Deny"},
@@ -136,7 +150,7 @@ func (g *Gateway) askApproval(ctx context.Context, x exchange.Exchange, h handle
 		if err := g.auditApproval(ctx, call, profile, req.ID, sub.Receipt); err != nil {
 			return g.internal(call.From, call.MessageID, now, err)
 		}
-		return g.execute(ctx, x, h, call, digest, exchange.Approved, execMeta{"required_before_execution", profile, req.ID})
+		return g.execute(ctx, x, h, call, digest, exchange.Approved, execMeta{"required_before_execution", profile, req.ID, effective})
 	}
 	pending, err := g.sign(arsia.NewPendingApproval(g.o.Agent, call.From, call.MessageID, arsia.PendingApproval{
 		ActionID:          req.ID,
@@ -249,7 +263,7 @@ func (g *Gateway) resume(ctx context.Context) error {
 			g.refuse(ctx, x, call, ref.Profile, receipt)
 			continue
 		}
-		g.execute(ctx, x, h, call, req.ActionDigest, exchange.Approved, execMeta{"required_before_execution", ref.Profile, req.ID})
+		g.execute(ctx, x, h, call, req.ActionDigest, exchange.Approved, execMeta{"required_before_execution", ref.Profile, req.ID, ref.Effective})
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"mime"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/custos-runtime/custos/asc"
@@ -26,6 +27,10 @@ type InboxOptions struct {
 	// Metadata is the discovery document served at /.well-known/arsia and
 	// JWKS the gateway's public keys at /.well-known/arsia/jwks.json.
 	Metadata, JWKS json.RawMessage
+	// PublicURL is the gateway's external base URL (the DPoP htu of the
+	// inbox is PublicURL + the request path); empty means the request's
+	// own scheme and Host.
+	PublicURL string
 	// Ready reports whether the gateway can serve (its stores answer).
 	Ready func(context.Context) error
 }
@@ -61,7 +66,9 @@ func NewInbox(o InboxOptions) (http.Handler, error) {
 				"The message is larger than "+strconv.FormatInt(o.MaxBody, 10)+" bytes, the most this gateway accepts.")
 			return
 		}
-		writeReply(w, o.Gateway.Receive(r.Context(), body))
+		writeReply(w, o.Gateway.Receive(r.Context(), gateway.Inbound{Body: body,
+			Authorization: r.Header.Get("Authorization"), DPoP: r.Header.Get("DPoP"),
+			IdempotencyKey: r.Header.Get("Idempotency-Key"), Method: r.Method, URL: requestURL(r, o.PublicURL)}))
 	})
 	mux.HandleFunc("GET /v1/arsia/exchanges/{id}", func(w http.ResponseWriter, r *http.Request) {
 		rep, err := o.Gateway.Exchange(r.Context(), r.PathValue("id"))
@@ -133,4 +140,16 @@ func writeReply(w http.ResponseWriter, rep gateway.Reply) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(rep.Status)
 	_, _ = w.Write(rep.Envelope)
+}
+
+// requestURL is the absolute URL a request was sent to, without its query.
+func requestURL(r *http.Request, public string) string {
+	if public != "" {
+		return strings.TrimSuffix(public, "/") + r.URL.Path
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + r.Host + r.URL.Path
 }
