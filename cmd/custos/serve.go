@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -139,7 +138,11 @@ func serve(ctx context.Context, cfg config.Config, out, errOut io.Writer) error 
 	}
 	defer xs.Close()
 
-	keys, err := trustStore(cfg.Trust)
+	keys, trust, err := newTrust(cfg.Trust)
+	if err != nil {
+		return err
+	}
+	authorizer, err := newAuthorizer(cfg)
 	if err != nil {
 		return err
 	}
@@ -154,7 +157,7 @@ func serve(ctx context.Context, cfg config.Config, out, errOut io.Writer) error 
 		grants[s.Agent] = append(grants[s.Agent], s.Capabilities...)
 	}
 	gw, err := gateway.New(gateway.Options{
-		Agent: cfg.Agent, Signer: signer, KID: kid, Keys: keys, Grants: grants, Handlers: handlers,
+		Agent: cfg.Agent, Signer: signer, KID: kid, Keys: keys, Trust: trust, Authorizer: authorizer, Grants: grants, Handlers: handlers,
 		Authority: auth, Exchanges: xs, Audit: auditLog, ApprovalTTL: cfg.Oversight.TTL,
 		AllowSession: cfg.Oversight.AllowSession, Logger: logger,
 		RateLimit: gateway.RateLimit{PerSecond: cfg.RateLimit.PerSecond, Burst: cfg.RateLimit.Burst},
@@ -196,24 +199,12 @@ func serve(ctx context.Context, cfg config.Config, out, errOut io.Writer) error 
 	if err != nil {
 		return err
 	}
-	token, err := randomToken()
-	if err != nil {
-		return err
-	}
-	reviewers := map[string]aais.Actor{httpapi.TokenHash(token): {ID: "admin", Type: aais.ActorHuman, DisplayName: "Gateway administrator"}}
-	for _, r := range cfg.Reviewers {
-		reviewers[r.TokenSHA256] = aais.Actor{ID: r.ID, Type: aais.ActorHuman, DisplayName: r.DisplayName}
-	}
-	tokens, err := httpapi.NewTokens(reviewers)
-	if err != nil {
-		return err
-	}
-	approvals, err := httpapi.NewApprovals(httpapi.ApprovalsOptions{Authority: auth, Store: st, Auth: tokens, Logger: logger})
+	reviewerUI, token, err := newReviewerSurfaces(cfg, auth, st, logger)
 	if err != nil {
 		return err
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/approvals/", approvals)
+	reviewerUI.mount(mux)
 	mux.Handle("/", inbox)
 
 	ln, err := net.Listen("tcp", cfg.Listen)
@@ -299,22 +290,6 @@ func gatewayKey(dir, agent string) (sig.Signer, jose.JSONWebKey, string, bool, e
 	return signer, priv.Public(), kid, created, nil
 }
 
-// trustStore builds the key source of the configured senders' keys.
-func trustStore(t config.Trust) (sig.KeySource, error) {
-	var sources sig.KeySources
-	for _, f := range t.JWKSFiles {
-		sources = append(sources, sig.NewJWKSFile(f))
-	}
-	for _, u := range t.JWKSURLs {
-		s, err := sig.NewHTTPJWKS(u, nil)
-		if err != nil {
-			return nil, err
-		}
-		sources = append(sources, s)
-	}
-	return sources, nil
-}
-
 func newHandler(h config.Handler) (handler.Handler, error) {
 	switch h.Type {
 	case "echo":
@@ -325,12 +300,4 @@ func newHandler(h config.Handler) (handler.Handler, error) {
 		return handler.NewExec(handler.ExecConfig{Command: h.Command, Dir: h.Dir, Env: h.Env, Timeout: h.Timeout})
 	}
 	return nil, fmt.Errorf("unknown handler type %q", h.Type)
-}
-
-func randomToken() (string, error) {
-	var b [24]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(b[:]), nil
 }

@@ -67,6 +67,8 @@ type Config struct {
 	Oversight Oversight `yaml:"oversight"`
 	// RateLimit bounds each sender's request rate.
 	RateLimit RateLimit `yaml:"rate_limit"`
+	// Tokens says which access tokens the inbox demands (tokens.go).
+	Tokens Tokens `yaml:"tokens"`
 }
 
 // RateLimit bounds each sender: a bucket of Burst requests refilled at
@@ -254,6 +256,9 @@ func (c *Config) Check() error {
 	}
 	if c.AuditLog == "" {
 		c.AuditLog = filepath.Join(c.Data, "audit.db")
+	}
+	for _, err := range c.Tokens.check() {
+		bad("tokens: %v", err)
 	}
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		bad("log_format %q: want text or json", c.LogFormat)
