@@ -44,6 +44,42 @@ type AuthorityOptions struct {
 	RuleMaxAge time.Duration
 }
 
+// DecisionExtension is the extension key of a receipt that a decision
+// resolved: {"actor": the decision's actor, "justification": the
+// reviewer's words (JustificationExtension), when given}. Receipts are
+// what the store keeps, so this is where the audit finds who decided.
+const DecisionExtension = "custos.dev/decision"
+
+// JustificationExtension is the decision extension carrying the reviewer's
+// justification: a JSON string of at most 2,000 characters.
+const JustificationExtension = "custos.dev/justification"
+
+type decidedBy struct {
+	Actor         Actor  `json:"actor"`
+	Justification string `json:"justification,omitempty"`
+}
+
+// Justification returns the decision's JustificationExtension, "" when
+// absent or not a string.
+func Justification(d *Decision) string {
+	var s string
+	if d == nil || json.Unmarshal(d.Extensions[JustificationExtension], &s) != nil {
+		return ""
+	}
+	return s
+}
+
+// DecidedBy returns the actor and justification a receipt's
+// DecisionExtension records; ok is false when it has none (expiry,
+// cancellation by the runtime, a rule).
+func DecidedBy(r *Resolution) (actor Actor, justification string, ok bool) {
+	var v decidedBy
+	if r == nil || json.Unmarshal(r.Extensions[DecisionExtension], &v) != nil || v.Actor.ID == "" {
+		return Actor{}, "", false
+	}
+	return v.Actor, v.Justification, true
+}
+
 // RuleExtension is the extension key of a receipt that a rule approved
 // automatically. Its value names the rule and the approval it came from:
 //
@@ -425,8 +461,18 @@ func (a *Authority) answerResolved(req *Request, stored ResolutionRecord, d *Dec
 
 // resolution builds the receipt and its event for req; d may be nil.
 func (a *Authority) resolution(req *Request, d *Decision, o Outcome, now time.Time) (ResolutionRecord, error) {
+	p := ResolutionParams{Request: req, Decision: d, Outcome: o, ResolvedAt: now}
+	if d != nil {
+		// The store keeps receipts, not decisions: the receipt says who
+		// decided, as the authenticated channel established it.
+		ext, err := json.Marshal(decidedBy{Actor: d.Actor, Justification: Justification(d)})
+		if err != nil {
+			return ResolutionRecord{}, err
+		}
+		p.Extensions = Extensions{DecisionExtension: ext}
+	}
 	// Validated once, as the message NewMessage builds.
-	res, _, err := a.opts.buildResolution(ResolutionParams{Request: req, Decision: d, Outcome: o, ResolvedAt: now})
+	res, _, err := a.opts.buildResolution(p)
 	if err != nil {
 		return ResolutionRecord{}, err
 	}

@@ -146,3 +146,49 @@ func TestAuthorityFailsClosedOnFaultyStore(t *testing.T) {
 		t.Fatalf("Create err = %v, want ErrInvalid", err)
 	}
 }
+
+// TestReceiptNamesWhoDecided: the store keeps receipts only, so a receipt
+// resolved by a decision carries the authenticated actor and the
+// justification; one resolved by expiry carries none.
+func TestReceiptNamesWhoDecided(t *testing.T) {
+	ctx := t.Context()
+	clock := aaistest.NewClock(time.Date(2026, 8, 30, 18, 0, 0, 0, time.UTC))
+	a := aaistest.NewAuthority(t, memstore.New(), clock)
+	for _, tc := range []struct {
+		name, justification string
+		verdict             aais.Verdict
+	}{
+		{"approved with words", "checked the invoice", aais.Approve},
+		{"denied without", "", aais.Deny},
+	} {
+		req := aaistest.Request(t, clock.Now(), tc.name[:4])
+		if _, _, err := a.Create(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+		d := aaistest.Decision(t, req, tc.verdict, "dec_"+tc.name[:4], clock.Now())
+		d.Actor = aais.Actor{ID: "claimed-in-body", Type: aais.ActorHuman}
+		if tc.justification != "" {
+			d.Extensions = aais.Extensions{aais.JustificationExtension: []byte(`"` + tc.justification + `"`)}
+		}
+		m, err := a.Decide(ctx, d, aaistest.Actor, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		actor, words, ok := aais.DecidedBy(m.Resolution)
+		if !ok || actor != aaistest.Actor || words != tc.justification {
+			t.Errorf("%s: DecidedBy = %+v %q %v, want %+v %q", tc.name, actor, words, ok, aaistest.Actor, tc.justification)
+		}
+	}
+	req := aaistest.Request(t, clock.Now(), "expi")
+	if _, _, err := a.Create(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(time.Hour)
+	m, err := a.Expire(ctx, req.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok := aais.DecidedBy(m.Resolution); ok {
+		t.Errorf("an expiry names a decider: %s", m.Resolution.Extensions)
+	}
+}

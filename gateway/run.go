@@ -194,6 +194,17 @@ func (g *Gateway) auditApproval(ctx context.Context, call handler.Call, profile,
 	} else {
 		rec.ASCCode = int(asc.PermissionDenied)
 	}
+	if actor, words, ok := aais.DecidedBy(res); ok {
+		rec.Actor = audit.Actor{ID: actor.ID, Type: string(actor.Type), AuthenticatedBy: actor.AuthenticatedBy}
+		if words != "" {
+			rec.Details = map[string]any{"justification": words}
+		}
+	} else if rule, ok := res.Extensions[aais.RuleExtension]; ok {
+		rec.Actor = audit.Actor{ID: "custos.rules", Type: string(aais.ActorPolicy), AuthenticatedBy: "authority"}
+		rec.Details = map[string]any{"rule": json.RawMessage(rule)}
+	} else {
+		rec.Actor = audit.Actor{ID: aais.RuntimeActor.ID, Type: string(aais.RuntimeActor.Type), AuthenticatedBy: aais.RuntimeActor.AuthenticatedBy}
+	}
 	_, err := g.o.Audit.Append(ctx, rec)
 	return err
 }
