@@ -10,39 +10,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// openLockFile opens (creating) the lock file without following a symlink.
-func openLockFile(path string) (*os.File, error) {
-	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o600)
-	if err != nil {
-		if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.EMLINK) {
-			return nil, fmt.Errorf("%w: %s", ErrSymlink, path)
-		}
-		return nil, &os.PathError{Op: "open", Path: path, Err: err}
-	}
-	return os.NewFile(uintptr(fd), path), nil
-}
-
-// tryLock takes an exclusive lock on f without blocking; false when
-// another open file holds it.
-func tryLock(f *os.File) (bool, error) {
-	for {
-		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-		switch {
-		case err == nil:
-			return true, nil
-		case errors.Is(err, unix.EINTR):
-			continue
-		case errors.Is(err, unix.EWOULDBLOCK), errors.Is(err, unix.EAGAIN):
-			return false, nil
-		}
-		return false, &os.PathError{Op: "flock", Path: f.Name(), Err: err}
-	}
-}
-
-func unlock(f *os.File) error {
-	return unix.Flock(int(f.Fd()), unix.LOCK_UN)
-}
-
 // openNoFollow opens path read-only, refusing a symlink.
 func openNoFollow(path string) (*os.File, error) {
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)

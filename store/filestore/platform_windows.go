@@ -17,34 +17,6 @@ func refuseSymlink(path string) error {
 	return nil
 }
 
-// openLockFile opens (creating) the lock file, refusing a symlink.
-func openLockFile(path string) (*os.File, error) {
-	if err := refuseSymlink(path); err != nil {
-		return nil, err
-	}
-	return os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
-}
-
-// tryLock locks byte 0 of f exclusively without blocking; false when
-// another handle holds it.
-func tryLock(f *os.File) (bool, error) {
-	ol := new(windows.Overlapped)
-	err := windows.LockFileEx(windows.Handle(f.Fd()),
-		windows.LOCKFILE_EXCLUSIVE_LOCK|windows.LOCKFILE_FAIL_IMMEDIATELY, 0, 1, 0, ol)
-	if err == nil {
-		return true, nil
-	}
-	if err == windows.ERROR_LOCK_VIOLATION || err == windows.ERROR_IO_PENDING {
-		return false, nil
-	}
-	return false, &os.PathError{Op: "LockFileEx", Path: f.Name(), Err: err}
-}
-
-func unlock(f *os.File) error {
-	ol := new(windows.Overlapped)
-	return windows.UnlockFileEx(windows.Handle(f.Fd()), 0, 1, 0, ol)
-}
-
 // openNoFollow opens path read-only, refusing a symlink.
 func openNoFollow(path string) (*os.File, error) {
 	if err := refuseSymlink(path); err != nil {
