@@ -120,6 +120,12 @@ type Exchange struct {
 	CreatedAt, UpdatedAt time.Time
 	// Deadline is the approval deadline, zero when none.
 	Deadline time.Time
+	// Decision is the signed approval_decision envelope, once the
+	// approval resolved; nil before and when none was needed.
+	Decision json.RawMessage
+	// Idempotency, given to Create, records the request's idempotency key
+	// in the same write (see Idempotency). It is not read back.
+	Idempotency *Idempotency
 }
 
 // Change is what a transition records besides the new state. Zero fields
@@ -136,6 +142,13 @@ type Change struct {
 	// ActionDigest may be given when entering a state other than done or
 	// failed. One already recorded cannot change.
 	ActionDigest string
+	// Decision records the signed approval_decision envelope, once, when
+	// leaving pending_approval.
+	Decision json.RawMessage
+	// Review queues a post-execution review, entering done or failed.
+	Review *Review
+	// Deliveries queue envelopes for the sender's callback URL.
+	Deliveries []Delivery
 }
 
 // Options tunes a Store. A nil *Options, and every zero field, means the
@@ -215,7 +228,7 @@ func (s *Store) Path() string { return s.db.Path() }
 func (s *Store) Instance() string { return s.instance }
 
 const columns = `id, sender, message_id, correlation_id, capability, approval_id, action_digest,
-	state, reply, reply_status, claimed_by, created_at, updated_at, deadline`
+	state, reply, reply_status, claimed_by, created_at, updated_at, deadline, decision`
 
 const (
 	qByID     = "SELECT " + columns + " FROM exchanges WHERE id = ?"
@@ -225,11 +238,17 @@ const (
 		action_digest, state, reply, reply_status, claimed_by, created_at, updated_at, deadline)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, 0, '', ?, ?, ?)`
 	qUpdate = `UPDATE exchanges SET state = ?, reply = ?, reply_status = ?, approval_id = ?,
-		action_digest = ?, deadline = ?, claimed_by = ?, updated_at = ?
+		action_digest = ?, deadline = ?, claimed_by = ?, updated_at = ?, decision = ?
 		WHERE id = ? AND state = ?`
+	qIdemGet = `SELECT fingerprint, exchange_id, expires_at FROM idempotency
+		WHERE scope_from = ? AND scope_to = ? AND payload_type = ? AND idem_key = ?`
+	qIdemPut = `INSERT INTO idempotency (scope_from, scope_to, payload_type, idem_key, fingerprint, exchange_id, expires_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (scope_from, scope_to, payload_type, idem_key) DO UPDATE SET
+		fingerprint = excluded.fingerprint, exchange_id = excluded.exchange_id, expires_at = excluded.expires_at`
 )
 
-var hotQueries = []string{qByID, qByKey, qIDExists, qInsert, qUpdate}
+var hotQueries = []string{qByID, qByKey, qIDExists, qInsert, qUpdate, qIdemGet, qIdemPut}
 
 // Limits on the length of what identifies an exchange.
 const (
@@ -318,11 +337,11 @@ func scan(r scanner) (Exchange, error) {
 	var (
 		x                          Exchange
 		state                      string
-		reply                      []byte
+		reply, decision            []byte
 		created, updated, deadline int64
 	)
 	err := r.Scan(&x.ID, &x.Sender, &x.MessageID, &x.CorrelationID, &x.Capability, &x.ApprovalID,
-		&x.ActionDigest, &state, &reply, &x.ReplyStatus, &x.ClaimedBy, &created, &updated, &deadline)
+		&x.ActionDigest, &state, &reply, &x.ReplyStatus, &x.ClaimedBy, &created, &updated, &deadline, &decision)
 	if err != nil {
 		return Exchange{}, err
 	}
@@ -332,6 +351,9 @@ func scan(r scanner) (Exchange, error) {
 	}
 	if reply != nil {
 		x.Reply = json.RawMessage(reply)
+	}
+	if decision != nil {
+		x.Decision = json.RawMessage(decision)
 	}
 	x.CreatedAt, x.UpdatedAt, x.Deadline = fromNanos(created), fromNanos(updated), fromNanos(deadline)
 	return x, nil
@@ -381,6 +403,13 @@ func (s *Store) Create(ctx context.Context, x Exchange) (stored Exchange, create
 		case !errors.Is(err, sql.ErrNoRows):
 			return err
 		}
+		if x.Idempotency != nil {
+			prior, found, err := idempotentPrior(ctx, tx, x.Idempotency, s.now())
+			if err != nil || found {
+				stored = prior
+				return err
+			}
+		}
 		var n int
 		if err := tx.QueryRowContext(ctx, qIDExists, id).Scan(&n); err != nil {
 			return err
@@ -393,6 +422,12 @@ func (s *Store) Create(ctx context.Context, x Exchange) (stored Exchange, create
 			x.Capability, x.ApprovalID, x.ActionDigest, string(Received),
 			now.UnixNano(), now.UnixNano(), toNanos(x.Deadline)); err != nil {
 			return err
+		}
+		if k := x.Idempotency; k != nil {
+			if _, err := tx.ExecContext(ctx, qIdemPut, k.From, k.To, k.PayloadType, k.Key, k.Fingerprint,
+				id, k.ExpiresAt.UnixNano()); err != nil {
+				return err
+			}
 		}
 		stored, err = getTx(ctx, tx, id)
 		created = err == nil
@@ -436,7 +471,10 @@ func checkNew(x Exchange) error {
 	if x.ClaimedBy != "" {
 		return fmt.Errorf("%w: a new exchange is not claimed", ErrInvalid)
 	}
-	return nil
+	if len(x.Decision) != 0 {
+		return fmt.Errorf("%w: a new exchange has no decision", ErrInvalid)
+	}
+	return checkIdempotency(x.Idempotency)
 }
 
 // sameRequest refuses a retry that is not the recorded request.
@@ -557,6 +595,9 @@ func (s *Store) change(ctx context.Context, id string, from []State, to State, c
 	if err := checkText("approval id", c.ApprovalID, maxText, false); err != nil {
 		return Exchange{}, false, err
 	}
+	if err := checkChange(to, c); err != nil {
+		return Exchange{}, false, err
+	}
 	if err := checkText("action digest", c.ActionDigest, maxText, false); err != nil {
 		return Exchange{}, false, err
 	}
@@ -582,13 +623,9 @@ func (s *Store) change(ctx context.Context, id string, from []State, to State, c
 			next.ClaimedBy = s.instance
 		}
 		next.UpdatedAt = s.now().UTC()
-		var reply any // NULL when none
-		if next.Reply != nil {
-			reply = []byte(next.Reply)
-		}
-		res, err := tx.ExecContext(ctx, qUpdate, string(next.State), reply, next.ReplyStatus,
+		res, err := tx.ExecContext(ctx, qUpdate, string(next.State), nullBytes(next.Reply), next.ReplyStatus,
 			next.ApprovalID, next.ActionDigest, toNanos(next.Deadline), next.ClaimedBy,
-			next.UpdatedAt.UnixNano(), id, string(cur.State))
+			next.UpdatedAt.UnixNano(), nullBytes(next.Decision), id, string(cur.State))
 		if err != nil {
 			return err
 		}
@@ -596,6 +633,9 @@ func (s *Store) change(ctx context.Context, id string, from []State, to State, c
 			// We hold the write lock and just read the row: this
 			// cannot happen. Fail closed.
 			return errors.Join(fmt.Errorf("exchange %s: update changed %d rows, want 1", id, n), err)
+		}
+		if err := s.queue(ctx, tx, next, c); err != nil {
+			return err
 		}
 		out, err = getTx(ctx, tx, id)
 		ok = err == nil
@@ -638,6 +678,12 @@ func apply(cur Exchange, to State, c Change) (Exchange, error) {
 			return Exchange{}, fmt.Errorf("%w: exchange %s has another action digest", ErrConflict, cur.ID)
 		}
 		next.ActionDigest = c.ActionDigest
+	}
+	if len(c.Decision) != 0 {
+		if cur.State != PendingApproval {
+			return Exchange{}, fmt.Errorf("%w: a decision is recorded leaving %s, not %s", ErrInvalid, PendingApproval, cur.State)
+		}
+		next.Decision = c.Decision
 	}
 	if (to == PendingApproval || to == Approved) && (next.ApprovalID == "" || next.ActionDigest == "") {
 		return Exchange{}, fmt.Errorf("%w: %s needs an approval id and an action digest", ErrInvalid, to)
@@ -696,3 +742,11 @@ func (s *Store) Interrupted(ctx context.Context) ([]Exchange, error) {
 // NewID returns a fresh exchange id ("exc_" + 32 hex digits), for callers
 // that must know the id before Create (to link it to an approval first).
 func NewID() string { return "exc_" + randomHex() }
+
+// nullBytes is b for SQL, NULL when empty.
+func nullBytes(b json.RawMessage) any {
+	if len(b) == 0 {
+		return nil
+	}
+	return []byte(b)
+}

@@ -670,7 +670,7 @@ func TestOpenRefusesGarbage(t *testing.T) {
 	if _, err := Open(t.Context(), filepath.Join(t.TempDir(), "y.db"), &Options{Instance: "bad\x00"}); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("bad instance: %v", err)
 	}
-	if SchemaVersion() != 1 {
+	if SchemaVersion() != 2 {
 		t.Fatalf("SchemaVersion = %d", SchemaVersion())
 	}
 }
