@@ -30,6 +30,8 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -82,6 +84,17 @@ type Options struct {
 	// RateLimit bounds each sender's requests (no limit when zero);
 	// refused requests get rate_limited (429) with a Retry-After.
 	RateLimit RateLimit
+	// Callbacks maps a sender to the URL the gateway POSTs its
+	// approval_decision and final reply to, once an approval resolves
+	// (the status URL serves them too).
+	Callbacks map[string]string
+	// ReviewWithin is the deadline of the review required_post_execution
+	// demands (24 h when zero); required_within_24h is never later than
+	// 24 h.
+	ReviewWithin time.Duration
+	// Client delivers callbacks (a client with a 10 s timeout that
+	// follows no redirects when nil).
+	Client *http.Client
 	// Poll is how often Run looks for decisions (200 ms when zero).
 	Poll time.Duration
 	// Now is the clock (time.Now when nil).
@@ -120,6 +133,18 @@ func New(o Options) (*Gateway, error) {
 	}
 	if o.Poll <= 0 {
 		o.Poll = 200 * time.Millisecond
+	}
+	if o.ReviewWithin <= 0 {
+		o.ReviewWithin = 24 * time.Hour
+	}
+	if o.Client == nil {
+		o.Client = &http.Client{Timeout: 10 * time.Second,
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	}
+	for sender, u := range o.Callbacks {
+		if err := exchange.CheckCallbackURL(u); err != nil {
+			return nil, fmt.Errorf("gateway: callback of %s: %w", sender, err)
+		}
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -211,10 +236,26 @@ type Grant struct {
 
 // Receive runs the pipeline for one request.
 func (g *Gateway) Receive(ctx context.Context, in Inbound) Reply {
-	rep := g.receive(ctx, in)
-	g.metrics.inc("custos_requests_total", resultLabel(rep))
+	start := time.Now()
+	var who requestInfo
+	rep := g.receive(ctx, in, &who)
+	result := resultLabel(rep)
+	g.metrics.inc("custos_requests_total", result)
+	if g.o.Logger.Enabled(ctx, slog.LevelInfo) {
+		attrs := []slog.Attr{slog.Int("status", rep.Status), slog.String("result", result),
+			slog.Duration("took", time.Since(start))}
+		for _, a := range [][2]string{{"sender", who.from}, {"message_id", who.msgID}, {"exchange", rep.ExchangeID}, {"trace_id", who.trace}} {
+			if a[1] != "" {
+				attrs = append(attrs, slog.String(a[0], a[1]))
+			}
+		}
+		g.o.Logger.LogAttrs(ctx, slog.LevelInfo, "request", attrs...)
+	}
 	return rep
 }
+
+// requestInfo is what the request log says of a request.
+type requestInfo struct{ from, msgID, trace string }
 
 // resultLabel names how a request was answered, for the metrics.
 func resultLabel(r Reply) string {
@@ -231,18 +272,20 @@ func resultLabel(r Reply) string {
 	return "refused"
 }
 
-func (g *Gateway) receive(ctx context.Context, in Inbound) Reply {
+func (g *Gateway) receive(ctx context.Context, in Inbound, who *requestInfo) Reply {
 	now := g.o.Now()
 	env, err := sig.DecodeEnvelope(in.Body)
 	if err != nil {
 		return Reply{Status: 400, Problem: asc.Errorf(asc.InvalidRequest, asc.ScopeTask, "The body is not an ARSIA envelope: %v", err)}
 	}
+	ctx = withTrace(ctx, envelopeTrace(env))
 	from, _ := env["from"].(string)
 	msgID, _ := env["id"].(string)
+	*who = requestInfo{from, msgID, traceOf(ctx)}
 	if !arsia.ValidAgentID(from) || msgID == "" {
 		return Reply{Status: 400, Problem: asc.Errorf(asc.InvalidRequest, asc.ScopeTask, "The envelope names no valid sender or message id.")}
 	}
-	rec := audit.Record{Kind: audit.KindReceived, MessageID: msgID, Sender: from, Recipient: g.o.Agent}
+	rec := audit.Record{Kind: audit.KindReceived, MessageID: msgID, Sender: from, Recipient: g.o.Agent, TraceID: traceOf(ctx)}
 	if h, err := compliance.PayloadHash(env); err == nil {
 		rec.PayloadHash = "sha256:" + h
 	}
@@ -251,9 +294,9 @@ func (g *Gateway) receive(ctx context.Context, in Inbound) Reply {
 		rec.ASCCode = int(e.AsASC().Code())
 		rec.Details = map[string]any{"arsia_code": e.Code}
 		if _, err := g.o.Audit.Append(ctx, rec); err != nil {
-			return g.internal(from, msgID, now, err)
+			return g.internal(ctx, from, msgID, now, err)
 		}
-		return g.errorReply(from, msgID, e, now)
+		return g.errorReply(ctx, from, msgID, e, now)
 	}
 
 	// 2 identity
@@ -331,6 +374,23 @@ func (g *Gateway) receive(ctx context.Context, in Inbound) Reply {
 
 	x := exchange.Exchange{Sender: from, MessageID: msgID, CorrelationID: msgID, Capability: call.Capability,
 		ActionDigest: digest, State: exchange.Received}
+	// Idempotency-Key (or the envelope's idempotency.key): a retry with a
+	// new message id gets the first request's answer; the key reused for
+	// another request is a conflict (ARSIA Core §10).
+	idem, err := arsia.PrepareIdempotency(env, in.IdempotencyKey, now)
+	if err != nil {
+		e := &arsia.Error{Code: arsia.CodeInvalidRequest, Description: "Idempotency: " + err.Error()}
+		var ae *arsia.Error
+		if errors.As(err, &ae) {
+			e.Description, e.Details = ae.Description, map[string]any{"reason": ae.Code}
+		}
+		return fail(e)
+	}
+	if idem != nil {
+		x.Idempotency = &exchange.Idempotency{From: idem.Scope.From, To: idem.Scope.To, PayloadType: idem.Scope.PayloadType,
+			Key: idem.Scope.Key, Fingerprint: idem.Fingerprint, ExpiresAt: idem.ExpiresAt}
+		call.IdempotencyKey = idem.Scope.Key
+	}
 	if oversight == compliance.OversightRequiredBeforeExecution {
 		// The approval's id is known before anything is written, so a
 		// crash between the two writes leaves them linked.
@@ -338,15 +398,26 @@ func (g *Gateway) receive(ctx context.Context, in Inbound) Reply {
 		x.ApprovalID = "apr_" + strings.TrimPrefix(x.ID, "exc_")
 	}
 	x, created, err := g.o.Exchanges.Create(ctx, x)
-	if errors.Is(err, exchange.ErrConflict) {
+	switch {
+	case errors.Is(err, exchange.ErrKeyReused):
+		return fail(&arsia.Error{Code: arsia.CodeConflict, Description: "Idempotency key " + strconv.Quote(idem.Scope.Key) + " was already used for another request.",
+			Details: map[string]any{"reason": "idempotency_key_reused"}})
+	case errors.Is(err, exchange.ErrConflict):
 		return fail(&arsia.Error{Code: arsia.CodeConflict, Description: "Message id " + msgID + " was already used for another request."})
-	}
-	if err != nil {
-		return g.internal(from, msgID, now, err)
+	case err != nil:
+		return g.internal(ctx, from, msgID, now, err)
 	}
 	if !created {
 		// A retried request: answer what the first one got, or its
-		// current state.
+		// current state; with an idempotency key, one still running is a
+		// conflict (Core §10.4: in progress).
+		if idem != nil && len(x.Reply) == 0 {
+			rep := g.errorReply(ctx, from, msgID, &arsia.Error{Code: arsia.CodeConflict,
+				Description: "The request with this idempotency key is still being processed; retry later.",
+				Details:     map[string]any{"reason": "idempotency_in_progress", "exchange_id": x.ID}}, now)
+			rep.ExchangeID = x.ID
+			return rep
+		}
 		return g.replyOf(x)
 	}
 	rec.Outcome = audit.OutcomeAccepted
@@ -354,7 +425,7 @@ func (g *Gateway) receive(ctx context.Context, in Inbound) Reply {
 	rec.Details = map[string]any{"exchange_id": x.ID, "action_digest": digest}
 	if _, err := g.o.Audit.Append(ctx, rec); err != nil {
 		// Nothing runs unrecorded: the exchange ends failed.
-		rep := g.internal(from, msgID, now, err)
+		rep := g.internal(ctx, from, msgID, now, err)
 		_, _, _ = g.o.Exchanges.Transition(ctx, x.ID, exchange.Received, exchange.Failed, rep.Envelope, rep.Status)
 		return rep
 	}

@@ -33,6 +33,8 @@ var metricHelp = []struct{ name, label, help string }{
 	{"custos_requests_total", "result", "ARSIA requests received, by how the gateway answered them."},
 	{"custos_executions_total", "outcome", "Calls the handlers ran, by outcome."},
 	{"custos_approvals_total", "outcome", "Approval requests resolved for the gateway, by outcome."},
+	{"custos_oversight_timeouts_total", "mode", "Post-execution reviews that became overdue (oversight_timeout), by oversight mode."},
+	{"custos_callbacks_total", "result", "Callback delivery attempts, by result."},
 }
 
 // WriteMetrics writes the gateway's counters, and the number of exchanges
@@ -76,5 +78,15 @@ func (g *Gateway) WriteMetrics(ctx context.Context, w io.Writer) error {
 	_, err = fmt.Fprintf(w, "# HELP custos_approvals_waiting Requests waiting for a human decision.\n# TYPE custos_approvals_waiting gauge\n"+
 		"custos_approvals_waiting %d\n# HELP custos_approvals_overdue Waiting requests past their deadline, not yet swept.\n"+
 		"# TYPE custos_approvals_overdue gauge\ncustos_approvals_overdue %d\n", len(waiting), overdue)
+	if err != nil {
+		return err
+	}
+	openReviews, late, err := g.o.Exchanges.ReviewCounts(ctx, now)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "# HELP custos_reviews_open Post-execution reviews waiting for a reviewer.\n# TYPE custos_reviews_open gauge\n"+
+		"custos_reviews_open %d\n# HELP custos_reviews_overdue Open reviews past their deadline.\n"+
+		"# TYPE custos_reviews_overdue gauge\ncustos_reviews_overdue %d\n", openReviews, late)
 	return err
 }

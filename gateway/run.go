@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/custos-runtime/custos/aais"
 	"github.com/custos-runtime/custos/arsia"
+	"github.com/custos-runtime/custos/arsia/compliance"
 	"github.com/custos-runtime/custos/arsia/sig"
 	"github.com/custos-runtime/custos/asc"
 	"github.com/custos-runtime/custos/audit"
@@ -46,7 +48,7 @@ func (g *Gateway) execute(ctx context.Context, x exchange.Exchange, h handler.Ha
 	now := g.o.Now()
 	x, claimed, err := g.o.Exchanges.Claim(ctx, x.ID, from)
 	if err != nil {
-		return g.internal(call.From, call.MessageID, now, err)
+		return g.internal(ctx, call.From, call.MessageID, now, err)
 	}
 	if !claimed {
 		return g.replyOf(x)
@@ -70,7 +72,7 @@ func (g *Gateway) execute(ctx context.Context, x exchange.Exchange, h handler.Ha
 		if code/1000 == 4 {
 			e.Code = arsia.CodeConflict
 		}
-		reply, err = g.sign(arsia.NewError(g.o.Agent, call.From, call.MessageID, e, arsia.BuildOptions{Now: now}))
+		reply, err = g.signError(ctx, call.From, call.MessageID, e, now)
 		status = e.HTTPStatus()
 	} else {
 		rec.Outcome, rec.ASCCode = audit.OutcomeSucceeded, int(asc.Success)
@@ -84,27 +86,35 @@ func (g *Gateway) execute(ctx context.Context, x exchange.Exchange, h handler.Ha
 				result = m
 			}
 		}
-		reply, err = g.sign(arsia.NewResponse(g.o.Agent, call.From, call.MessageID, res.PayloadType, result, arsia.BuildOptions{Now: now}))
+		reply, err = g.sign(arsia.NewResponse(g.o.Agent, call.From, call.MessageID, res.PayloadType, result, g.build(ctx, now)))
 	}
 	if err != nil {
-		return g.internal(call.From, call.MessageID, now, err)
+		return g.internal(ctx, call.From, call.MessageID, now, err)
 	}
 	if _, err := g.o.Audit.Append(ctx, rec); err != nil {
 		// The action ran; its record failed. Fail closed: the sender is
 		// told the result is unknown, never that it succeeded unrecorded.
-		g.o.Logger.ErrorContext(ctx, "audit write failed after execution", "exchange", x.ID, "err", err)
-		reply, _ = g.sign(arsia.NewError(g.o.Agent, call.From, call.MessageID,
-			&arsia.Error{Code: arsia.CodeInternalError, Description: "The action ran but could not be recorded; its result is withheld."},
-			arsia.BuildOptions{Now: now}))
+		g.log(ctx).ErrorContext(ctx, "audit write failed after execution", "exchange", x.ID, "err", err)
+		reply, _ = g.signError(ctx, call.From, call.MessageID,
+			&arsia.Error{Code: arsia.CodeInternalError, Description: "The action ran but could not be recorded; its result is withheld.",
+				Details: map[string]any{"agent_status": map[string]any{"code": int(asc.ResultStateUnknown)}}}, now)
 		status = 500
 	}
 	final := exchange.Done
 	if status >= 400 {
 		final = exchange.Failed
 	}
-	x, _, err = g.o.Exchanges.Transition(ctx, x.ID, exchange.Executing, final, reply, status)
+	change := exchange.Change{Reply: reply, ReplyStatus: status}
+	if due, ok := g.reviewDue(meta.Oversight, now); ok {
+		change.Review = &exchange.Review{Mode: meta.Oversight, Profile: meta.Profile, DueAt: due}
+	}
+	if meta.ApprovalID != "" {
+		// The sender was told to wait: the answer goes to its callback too.
+		change.Deliveries = g.deliveries(x.Sender, reply)
+	}
+	x, _, err = g.o.Exchanges.Apply(ctx, x.ID, exchange.Executing, final, change)
 	if err != nil {
-		g.o.Logger.ErrorContext(ctx, "recording an exchange's reply", "exchange", x.ID, "err", err)
+		g.log(ctx).ErrorContext(ctx, "recording an exchange's reply", "exchange", x.ID, "err", err)
 	}
 	return Reply{Status: status, Envelope: reply, ExchangeID: x.ID}
 }
@@ -137,18 +147,18 @@ func (g *Gateway) askApproval(ctx context.Context, x exchange.Exchange, h handle
 		Extensions: aais.Extensions{ExchangeExtension: ext},
 	})
 	if err != nil {
-		return g.internal(call.From, call.MessageID, now, err)
+		return g.internal(ctx, call.From, call.MessageID, now, err)
 	}
 	sub, err := g.o.Authority.Submit(ctx, req)
 	if err != nil {
-		return g.internal(call.From, call.MessageID, now, err)
+		return g.internal(ctx, call.From, call.MessageID, now, err)
 	}
 	if sub.Receipt != nil && sub.Receipt.Resolution.Outcome == aais.OutcomeApproved {
 		if _, ok, err := g.o.Exchanges.Apply(ctx, x.ID, exchange.Received, exchange.Approved, exchange.Change{}); err != nil || !ok {
-			return g.internal(call.From, call.MessageID, now, fmt.Errorf("approving exchange %s: %v", x.ID, err))
+			return g.internal(ctx, call.From, call.MessageID, now, fmt.Errorf("approving exchange %s: %v", x.ID, err))
 		}
 		if err := g.auditApproval(ctx, call, profile, req.ID, sub.Receipt); err != nil {
-			return g.internal(call.From, call.MessageID, now, err)
+			return g.internal(ctx, call.From, call.MessageID, now, err)
 		}
 		return g.execute(ctx, x, h, call, digest, exchange.Approved, execMeta{"required_before_execution", profile, req.ID, effective})
 	}
@@ -157,14 +167,14 @@ func (g *Gateway) askApproval(ctx context.Context, x exchange.Exchange, h handle
 		OriginalRequestID: call.MessageID,
 		Context:           "A human must approve " + call.Capability + " before it runs. Poll " + g.o.StatusURL(x.ID) + " for the outcome.",
 		RiskLevel:         riskLevel(desc),
-	}, arsia.BuildOptions{Now: now, TTL: g.o.ApprovalTTL}))
+	}, g.buildTTL(ctx, now, g.o.ApprovalTTL)))
 	if err != nil {
-		return g.internal(call.From, call.MessageID, now, err)
+		return g.internal(ctx, call.From, call.MessageID, now, err)
 	}
 	x, ok, err := g.o.Exchanges.Apply(ctx, x.ID, exchange.Received, exchange.PendingApproval,
 		exchange.Change{Reply: pending, ReplyStatus: 202, ApprovalID: req.ID, Deadline: req.ExpiresAt.Time()})
 	if err != nil || !ok {
-		return g.internal(call.From, call.MessageID, now, fmt.Errorf("exchange %s: %v", x.ID, err))
+		return g.internal(ctx, call.From, call.MessageID, now, fmt.Errorf("exchange %s: %v", x.ID, err))
 	}
 	return Reply{Status: 202, Envelope: pending, ExchangeID: x.ID}
 }
@@ -209,24 +219,42 @@ func (g *Gateway) auditApproval(ctx context.Context, call handler.Call, profile,
 	return err
 }
 
-// Run resumes the exchanges waiting for a decision until ctx ends: an
-// approved one runs (once), any other outcome answers an error. An
-// exchange's approval request still pending past its deadline is resolved
-// as expired. Start it once per gateway process;
-// several processes may run it on one store.
+// Run does the gateway's background work until ctx ends, in three loops:
+//
+//   - resume: an exchange whose approval was decided runs (once, if
+//     approved) or is answered with an error; an approval still pending
+//     past its deadline is resolved as expired;
+//   - reviews: an open post-execution review past its deadline raises an
+//     oversight_timeout (an audit record, a warning, a metric), once;
+//     expired idempotency keys are purged;
+//   - deliveries: approval decisions and final replies are POSTed to the
+//     senders' callback URLs, retried with backoff.
+//
+// Start it once per gateway process; several processes may run it on one
+// store.
 func (g *Gateway) Run(ctx context.Context) error {
-	t := time.NewTicker(g.o.Poll)
-	defer t.Stop()
-	for {
-		if err := g.resume(ctx); err != nil && ctx.Err() == nil {
-			g.o.Logger.ErrorContext(ctx, "resuming exchanges", "err", err)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
+	var wg sync.WaitGroup
+	loop := func(name string, every time.Duration, step func(context.Context) error) {
+		defer wg.Done()
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			if err := step(ctx); err != nil && ctx.Err() == nil {
+				g.log(ctx).ErrorContext(ctx, name, "err", err)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
 		}
 	}
+	wg.Add(3)
+	go loop("resuming exchanges", g.o.Poll, g.resume)
+	go loop("checking reviews", max(g.o.Poll, time.Second), g.housekeeping)
+	go loop("delivering callbacks", g.o.Poll, g.deliver)
+	wg.Wait()
+	return ctx.Err()
 }
 
 func (g *Gateway) resume(ctx context.Context) error {
@@ -256,25 +284,41 @@ func (g *Gateway) resume(ctx context.Context) error {
 		}
 		call := handler.Call{Capability: req.Action.Name(), PayloadType: ref.PayloadType, Args: req.Action.Arguments(),
 			From: x.Sender, To: g.o.Agent, MessageID: x.MessageID, CorrelationID: x.MessageID, TraceID: ref.TraceID}
+		xctx := withTrace(ctx, ref.TraceID)
 		receipt := st.Resolution.Event
 		if x.State == exchange.PendingApproval {
 			if receipt.Resolution.Outcome != aais.OutcomeApproved {
-				g.refuse(ctx, x, call, ref.Profile, receipt)
+				g.refuse(xctx, x, call, ref.Profile, receipt)
 				continue
 			}
-			if _, ok, err := g.o.Exchanges.Transition(ctx, x.ID, exchange.PendingApproval, exchange.Approved, nil, 0); err != nil || !ok {
+			decision, err := g.decisionEnvelope(xctx, x, receipt)
+			if err != nil {
+				return err
+			}
+			if _, ok, err := g.o.Exchanges.Apply(xctx, x.ID, exchange.PendingApproval, exchange.Approved,
+				exchange.Change{Decision: decision, Deliveries: g.deliveries(x.Sender, decision)}); err != nil || !ok {
 				continue // another process got there first
 			}
-			if err := g.auditApproval(ctx, call, ref.Profile, req.ID, receipt); err != nil {
+			if err := g.auditApproval(xctx, call, ref.Profile, req.ID, receipt); err != nil {
 				return err
 			}
 		}
 		h, ok := g.o.Handlers[call.Capability]
 		if !ok {
-			g.refuse(ctx, x, call, ref.Profile, receipt)
+			// Approved, but the configuration no longer serves it.
+			now := g.o.Now()
+			reply, err := g.signError(xctx, x.Sender, x.MessageID, &arsia.Error{Code: arsia.CodeNotFound,
+				Description: "No handler serves " + call.Capability + " any more; the approved call did not run."}, now)
+			if err != nil {
+				return err
+			}
+			if _, _, err := g.o.Exchanges.Apply(xctx, x.ID, exchange.Approved, exchange.Failed,
+				exchange.Change{Reply: reply, ReplyStatus: 404, Deliveries: g.deliveries(x.Sender, reply)}); err != nil {
+				return err
+			}
 			continue
 		}
-		g.execute(ctx, x, h, call, req.ActionDigest, exchange.Approved, execMeta{"required_before_execution", ref.Profile, req.ID, ref.Effective})
+		g.execute(xctx, x, h, call, req.ActionDigest, exchange.Approved, execMeta{"required_before_execution", ref.Profile, req.ID, ref.Effective})
 	}
 	return nil
 }
@@ -295,17 +339,24 @@ func (g *Gateway) refuse(ctx context.Context, x exchange.Exchange, call handler.
 	e := &arsia.Error{Code: arsia.CodeForbidden, Description: "The action was not approved: " + string(res.Outcome) + ".",
 		Details: map[string]any{"reason": "approval_" + string(res.Outcome), "approval_request_id": res.RequestID,
 			"resolution_id": res.ID, "agent_status": map[string]any{"code": int(code)}}}
-	reply, err := g.sign(arsia.NewError(g.o.Agent, x.Sender, x.MessageID, e, arsia.BuildOptions{Now: now}))
+	reply, err := g.signError(ctx, x.Sender, x.MessageID, e, now)
 	if err != nil {
-		g.o.Logger.ErrorContext(ctx, "signing a refusal", "exchange", x.ID, "err", err)
+		g.log(ctx).ErrorContext(ctx, "signing a refusal", "exchange", x.ID, "err", err)
 		return
 	}
 	if err := g.auditApproval(ctx, call, profile, res.RequestID, receipt); err != nil {
-		g.o.Logger.ErrorContext(ctx, "audit", "exchange", x.ID, "err", err)
+		g.log(ctx).ErrorContext(ctx, "audit", "exchange", x.ID, "err", err)
 		return
 	}
-	if _, _, err := g.o.Exchanges.Transition(ctx, x.ID, exchange.PendingApproval, exchange.Failed, reply, e.HTTPStatus()); err != nil {
-		g.o.Logger.ErrorContext(ctx, "recording a refusal", "exchange", x.ID, "err", err)
+	decision, err := g.decisionEnvelope(ctx, x, receipt)
+	if err != nil {
+		g.log(ctx).ErrorContext(ctx, "signing a decision", "exchange", x.ID, "err", err)
+		return
+	}
+	if _, _, err := g.o.Exchanges.Apply(ctx, x.ID, exchange.PendingApproval, exchange.Failed, exchange.Change{
+		Reply: reply, ReplyStatus: e.HTTPStatus(), Decision: decision,
+		Deliveries: append(g.deliveries(x.Sender, decision), g.deliveries(x.Sender, reply)...)}); err != nil {
+		g.log(ctx).ErrorContext(ctx, "recording a refusal", "exchange", x.ID, "err", err)
 	}
 }
 
@@ -328,14 +379,8 @@ func (g *Gateway) replyOf(x exchange.Exchange) Reply {
 }
 
 // errorReply signs an ARSIA error to the sender.
-func (g *Gateway) errorReply(to, correlationID string, e *arsia.Error, now time.Time) Reply {
-	if e.Details == nil {
-		e.Details = map[string]any{}
-	}
-	if _, ok := e.Details["agent_status"]; !ok {
-		e.Details["agent_status"] = map[string]any{"code": int(e.AsASC().Code())}
-	}
-	b, err := g.sign(arsia.NewError(g.o.Agent, to, correlationID, e, arsia.BuildOptions{Now: now}))
+func (g *Gateway) errorReply(ctx context.Context, to, correlationID string, e *arsia.Error, now time.Time) Reply {
+	b, err := g.signError(ctx, to, correlationID, e, now)
 	if err != nil {
 		return Reply{Status: e.HTTPStatus(), Problem: e.AsASC()}
 	}
@@ -343,9 +388,9 @@ func (g *Gateway) errorReply(to, correlationID string, e *arsia.Error, now time.
 }
 
 // internal answers a failure of the gateway itself: nothing ran.
-func (g *Gateway) internal(to, correlationID string, now time.Time, err error) Reply {
-	g.o.Logger.Error("gateway", "err", err)
-	return g.errorReply(to, correlationID, &arsia.Error{Code: arsia.CodeInternalError,
+func (g *Gateway) internal(ctx context.Context, to, correlationID string, now time.Time, err error) Reply {
+	g.log(ctx).ErrorContext(ctx, "the gateway failed before running anything", "sender", to, "message_id", correlationID, "err", err)
+	return g.errorReply(ctx, to, correlationID, &arsia.Error{Code: arsia.CodeInternalError,
 		Description: "The gateway failed before running anything; retry later.", Err: err}, now)
 }
 
@@ -381,7 +426,7 @@ func (g *Gateway) Recover(ctx context.Context) (int, error) {
 		e := &arsia.Error{Code: arsia.CodeInternalError,
 			Description: "The gateway stopped while running this action; whether it ran is unknown, and it is not run again.",
 			Details:     map[string]any{"agent_status": map[string]any{"code": int(asc.ResultStateUnknown)}}}
-		reply, err := g.sign(arsia.NewError(g.o.Agent, x.Sender, x.MessageID, e, arsia.BuildOptions{Now: now}))
+		reply, err := g.signError(ctx, x.Sender, x.MessageID, e, now)
 		if err != nil {
 			return n, err
 		}
@@ -397,4 +442,53 @@ func (g *Gateway) Recover(ctx context.Context) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// reviewDue is the deadline of the review an oversight mode demands after
+// execution; ok is false when it demands none.
+func (g *Gateway) reviewDue(mode string, now time.Time) (time.Time, bool) {
+	switch compliance.Oversight(mode) {
+	case compliance.OversightRequiredPostExecution:
+		return now.Add(g.o.ReviewWithin), true
+	case compliance.OversightRequiredWithin24h:
+		return now.Add(min(g.o.ReviewWithin, 24*time.Hour)), true
+	}
+	return time.Time{}, false
+}
+
+// deliveries queues env for the sender's callback URL, if it has one.
+func (g *Gateway) deliveries(sender string, env json.RawMessage) []exchange.Delivery {
+	u, ok := g.o.Callbacks[sender]
+	if !ok || len(env) == 0 {
+		return nil
+	}
+	return []exchange.Delivery{{URL: u, Envelope: env}}
+}
+
+// decisionEnvelope is the signed ARSIA approval_decision telling the sender
+// how the approval of its request ended: approved, or denied (a denial,
+// an expiry, a cancellation, a stale action), with who decided and why.
+func (g *Gateway) decisionEnvelope(ctx context.Context, x exchange.Exchange, receipt *aais.Message) (json.RawMessage, error) {
+	res := receipt.Resolution
+	d := arsia.ApprovalDecision{Decision: arsia.DecisionDenied, ApproverID: aais.RuntimeActor.ID}
+	if res.Outcome == aais.OutcomeApproved {
+		d.Decision = arsia.DecisionApproved
+	}
+	reason := res.Message
+	if actor, words, ok := aais.DecidedBy(res); ok {
+		d.ApproverID = actor.ID
+		if words != "" {
+			reason = words
+		}
+	} else if _, ok := res.Extensions[aais.RuleExtension]; ok {
+		d.ApproverID = "custos.rules"
+	}
+	if res.Outcome != aais.OutcomeApproved && res.Outcome != aais.OutcomeDenied {
+		reason = string(res.Outcome) + ": " + reason
+	}
+	if r := []rune(reason); len(r) > 512 {
+		reason = string(r[:511]) + "…"
+	}
+	d.Reason = reason
+	return g.sign(arsia.NewApprovalDecision(g.o.Agent, x.Sender, x.MessageID, d, nil, g.build(ctx, g.o.Now())))
 }

@@ -39,6 +39,7 @@ type InboxOptions struct {
 //
 //	POST /v1/arsia/inbox               a signed ARSIA request in, the signed reply out
 //	GET  /v1/arsia/exchanges/{id}      the current reply of an exchange (status URL)
+//	GET  /v1/arsia/exchanges/{id}/decision  its signed approval_decision, once decided
 //	GET  /.well-known/arsia            the gateway's discovery document
 //	GET  /.well-known/arsia/jwks.json  its public signing keys
 //	GET  /healthz, /readyz             liveness and readiness
@@ -77,6 +78,19 @@ func NewInbox(o InboxOptions) (http.Handler, error) {
 			return
 		}
 		writeReply(w, rep)
+	})
+	mux.HandleFunc("GET /v1/arsia/exchanges/{id}/decision", func(w http.ResponseWriter, r *http.Request) {
+		d, err := o.Gateway.Decision(r.Context(), r.PathValue("id"))
+		switch {
+		case err != nil:
+			problem(w, asc.NotFound, http.StatusNotFound, "No such exchange.")
+		case d == nil:
+			problem(w, asc.NotFound, http.StatusNotFound, "No approval decision: the request needed none, or it is still waiting.")
+		default:
+			w.Header().Set("Content-Type", ARSIAMediaType+"; v=1")
+			w.Header().Set("Cache-Control", "no-store")
+			_, _ = w.Write(d)
+		}
 	})
 	static := func(path string, body json.RawMessage, ct string) {
 		if body == nil {

@@ -1,0 +1,104 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"time"
+
+	"github.com/custos-runtime/custos/arsia"
+)
+
+// traceKey carries a request's W3C trace id through the pipeline, so that
+// replies, ASC provenance and logs name the trace the sender started.
+type traceKey struct{}
+
+func withTrace(ctx context.Context, traceID string) context.Context {
+	if !validTraceID(traceID) {
+		return ctx
+	}
+	return context.WithValue(ctx, traceKey{}, traceID)
+}
+
+func traceOf(ctx context.Context) string {
+	t, _ := ctx.Value(traceKey{}).(string)
+	return t
+}
+
+// envelopeTrace is the trace id of a decoded envelope's context, "" when it
+// has none or a malformed one (L1 validation refuses the latter later).
+func envelopeTrace(env map[string]any) string {
+	c, _ := env["context"].(map[string]any)
+	t, _ := c["trace_id"].(string)
+	if !validTraceID(t) {
+		return ""
+	}
+	return t
+}
+
+// validTraceID: 32 lower-case hex digits, not all zero (W3C Trace Context).
+func validTraceID(t string) bool {
+	if len(t) != 32 {
+		return false
+	}
+	zero := true
+	for i := 0; i < len(t); i++ {
+		c := t[i]
+		switch {
+		case c == '0':
+		case c >= '1' && c <= '9', c >= 'a' && c <= 'f':
+			zero = false
+		default:
+			return false
+		}
+	}
+	return !zero
+}
+
+// build returns the options of a reply: its time and the request's trace.
+func (g *Gateway) build(ctx context.Context, now time.Time) arsia.BuildOptions {
+	o := arsia.BuildOptions{Now: now}
+	if t := traceOf(ctx); t != "" {
+		o.Context = &arsia.Context{TraceID: t}
+	}
+	return o
+}
+
+func (g *Gateway) buildTTL(ctx context.Context, now time.Time, ttl time.Duration) arsia.BuildOptions {
+	o := g.build(ctx, now)
+	o.TTL = ttl
+	return o
+}
+
+// log is the logger with the request's trace id.
+func (g *Gateway) log(ctx context.Context) *slog.Logger {
+	if t := traceOf(ctx); t != "" {
+		return g.o.Logger.With("trace_id", t)
+	}
+	return g.o.Logger
+}
+
+// agentStatus puts the ASC status in an ARSIA error's details
+// (details.agent_status): its code, unless already set, and the
+// provenance — this gateway and the request's trace.
+func (g *Gateway) agentStatus(ctx context.Context, e *arsia.Error) {
+	if e.Details == nil {
+		e.Details = map[string]any{}
+	}
+	st, _ := e.Details["agent_status"].(map[string]any)
+	if st == nil {
+		st = map[string]any{"code": int(e.AsASC().Code())}
+		e.Details["agent_status"] = st
+	}
+	prov := map[string]any{"agent_id": g.o.Agent}
+	if t := traceOf(ctx); t != "" {
+		prov["trace_id"] = t
+	}
+	st["provenance"] = prov
+}
+
+// signError signs an ARSIA error to the sender, with its ASC status.
+func (g *Gateway) signError(ctx context.Context, to, correlationID string, e *arsia.Error, now time.Time) (json.RawMessage, error) {
+	g.agentStatus(ctx, e)
+	return g.sign(arsia.NewError(g.o.Agent, to, correlationID, e, g.build(ctx, now)))
+}
