@@ -396,6 +396,10 @@ func (g *Gateway) receive(ctx context.Context, in Inbound, who *requestInfo) Rep
 		// crash between the two writes leaves them linked.
 		x.ID = exchange.NewID()
 		x.ApprovalID = "apr_" + strings.TrimPrefix(x.ID, "exc_")
+	} else {
+		// Nothing to wait for: recorded already claimed, one write
+		// instead of two.
+		x.State = exchange.Executing
 	}
 	x, created, err := g.o.Exchanges.Create(ctx, x)
 	switch {
@@ -426,13 +430,13 @@ func (g *Gateway) receive(ctx context.Context, in Inbound, who *requestInfo) Rep
 	if _, err := g.o.Audit.Append(ctx, rec); err != nil {
 		// Nothing runs unrecorded: the exchange ends failed.
 		rep := g.internal(ctx, from, msgID, now, err)
-		_, _, _ = g.o.Exchanges.Transition(ctx, x.ID, exchange.Received, exchange.Failed, rep.Envelope, rep.Status)
+		_, _, _ = g.o.Exchanges.Transition(ctx, x.ID, x.State, exchange.Failed, rep.Envelope, rep.Status)
 		return rep
 	}
 
 	// 5 oversight
 	if oversight != compliance.OversightRequiredBeforeExecution {
-		return g.execute(ctx, x, h, call, digest, exchange.Received, execMeta{Oversight: string(oversight), Profile: rec.Profile, Effective: downgraded})
+		return g.execute(ctx, x, h, call, digest, exchange.Executing, execMeta{Oversight: string(oversight), Profile: rec.Profile, Effective: downgraded})
 	}
 	return g.askApproval(ctx, x, h, call, desc, action, digest, rec.Profile, downgraded)
 }

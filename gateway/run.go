@@ -34,24 +34,32 @@ type exchangeRef struct {
 	Effective []string `json:"effective_capabilities,omitempty"`
 }
 
-// execute claims the exchange (from state from), runs the call and records
-// the reply. Exactly one caller ever runs a given exchange.
+// execute claims the exchange (from state from; from executing means the
+// caller created it claimed), runs the call and records the reply.
+// Exactly one caller ever runs a given exchange.
 // execMeta is what the audit records of a call carry besides the call.
 type execMeta struct {
 	Oversight, Profile, ApprovalID string
 	// Effective are the granted capabilities of a downgraded request.
 	Effective []string
+	// Waited says the sender was answered pending_approval: the final
+	// reply goes to its callback too.
+	Waited bool
 }
 
 func (g *Gateway) execute(ctx context.Context, x exchange.Exchange, h handler.Handler, call handler.Call,
 	digest string, from exchange.State, meta execMeta) Reply {
 	now := g.o.Now()
-	x, claimed, err := g.o.Exchanges.Claim(ctx, x.ID, from)
-	if err != nil {
-		return g.internal(ctx, call.From, call.MessageID, now, err)
-	}
-	if !claimed {
-		return g.replyOf(x)
+	var err error
+	if from != exchange.Executing {
+		var claimed bool
+		x, claimed, err = g.o.Exchanges.Claim(ctx, x.ID, from)
+		if err != nil {
+			return g.internal(ctx, call.From, call.MessageID, now, err)
+		}
+		if !claimed {
+			return g.replyOf(x)
+		}
 	}
 	rec := audit.Record{Kind: audit.KindExecution, MessageID: call.MessageID, Sender: call.From, Recipient: g.o.Agent,
 		Capability: call.Capability, Profile: meta.Profile, Oversight: meta.Oversight, RequestID: meta.ApprovalID, TraceID: call.TraceID,
@@ -108,7 +116,7 @@ func (g *Gateway) execute(ctx context.Context, x exchange.Exchange, h handler.Ha
 	if due, ok := g.reviewDue(meta.Oversight, now); ok {
 		change.Review = &exchange.Review{Mode: meta.Oversight, Profile: meta.Profile, DueAt: due}
 	}
-	if meta.ApprovalID != "" {
+	if meta.Waited {
 		// The sender was told to wait: the answer goes to its callback too.
 		change.Deliveries = g.deliveries(x.Sender, reply)
 	}
@@ -154,13 +162,14 @@ func (g *Gateway) askApproval(ctx context.Context, x exchange.Exchange, h handle
 		return g.internal(ctx, call.From, call.MessageID, now, err)
 	}
 	if sub.Receipt != nil && sub.Receipt.Resolution.Outcome == aais.OutcomeApproved {
-		if _, ok, err := g.o.Exchanges.Apply(ctx, x.ID, exchange.Received, exchange.Approved, exchange.Change{}); err != nil || !ok {
-			return g.internal(ctx, call.From, call.MessageID, now, fmt.Errorf("approving exchange %s: %v", x.ID, err))
-		}
+		// A remembered rule approved it in the same write: record that,
+		// then run it as received (the sender waits for the answer).
 		if err := g.auditApproval(ctx, call, profile, req.ID, sub.Receipt); err != nil {
-			return g.internal(ctx, call.From, call.MessageID, now, err)
+			rep := g.internal(ctx, call.From, call.MessageID, now, err)
+			_, _, _ = g.o.Exchanges.Transition(ctx, x.ID, exchange.Received, exchange.Failed, rep.Envelope, rep.Status)
+			return rep
 		}
-		return g.execute(ctx, x, h, call, digest, exchange.Approved, execMeta{"required_before_execution", profile, req.ID, effective})
+		return g.execute(ctx, x, h, call, digest, exchange.Received, execMeta{Oversight: "required_before_execution", Profile: profile, ApprovalID: req.ID, Effective: effective})
 	}
 	pending, err := g.sign(arsia.NewPendingApproval(g.o.Agent, call.From, call.MessageID, arsia.PendingApproval{
 		ActionID:          req.ID,
@@ -295,12 +304,16 @@ func (g *Gateway) resume(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
+			// Recorded before the exchange moves on: if the audit write
+			// fails, the exchange stays pending and the next round tries
+			// again; nothing runs with its approval unrecorded. (A crash
+			// between the two writes records the approval twice.)
+			if err := g.auditApproval(xctx, call, ref.Profile, req.ID, receipt); err != nil {
+				return err
+			}
 			if _, ok, err := g.o.Exchanges.Apply(xctx, x.ID, exchange.PendingApproval, exchange.Approved,
 				exchange.Change{Decision: decision, Deliveries: g.deliveries(x.Sender, decision)}); err != nil || !ok {
 				continue // another process got there first
-			}
-			if err := g.auditApproval(xctx, call, ref.Profile, req.ID, receipt); err != nil {
-				return err
 			}
 		}
 		h, ok := g.o.Handlers[call.Capability]
@@ -318,7 +331,7 @@ func (g *Gateway) resume(ctx context.Context) error {
 			}
 			continue
 		}
-		g.execute(xctx, x, h, call, req.ActionDigest, exchange.Approved, execMeta{"required_before_execution", ref.Profile, req.ID, ref.Effective})
+		g.execute(xctx, x, h, call, req.ActionDigest, exchange.Approved, execMeta{Oversight: "required_before_execution", Profile: ref.Profile, ApprovalID: req.ID, Effective: ref.Effective, Waited: true})
 	}
 	return nil
 }

@@ -236,7 +236,7 @@ const (
 	qIDExists = "SELECT count(*) FROM exchanges WHERE id = ?"
 	qInsert   = `INSERT INTO exchanges (id, sender, message_id, correlation_id, capability, approval_id,
 		action_digest, state, reply, reply_status, claimed_by, created_at, updated_at, deadline)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, 0, '', ?, ?, ?)`
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, 0, ?, ?, ?, ?)`
 	qUpdate = `UPDATE exchanges SET state = ?, reply = ?, reply_status = ?, approval_id = ?,
 		action_digest = ?, deadline = ?, claimed_by = ?, updated_at = ?, decision = ?
 		WHERE id = ? AND state = ?`
@@ -368,10 +368,12 @@ func getTx(ctx context.Context, tx *sqlitedb.Tx, id string) (Exchange, error) {
 	return x, err
 }
 
-// Create records x as a new exchange in state received, with ID (a new
+// Create records x as a new exchange in state received (or executing,
+// claimed by this Store, when x.State is executing: the caller runs it
+// at once, without a Claim), with ID (a new
 // random one when x.ID is empty), Sender, MessageID, CorrelationID,
 // Capability, ApprovalID, ActionDigest and Deadline from x; CreatedAt and
-// UpdatedAt are the store's clock. x.State must be "" or received, and
+// UpdatedAt are the store's clock. x.State must be "", received or executing, and
 // x.Reply, x.ReplyStatus and x.ClaimedBy empty.
 //
 // If an exchange with the same Sender and MessageID is recorded, Create
@@ -418,8 +420,12 @@ func (s *Store) Create(ctx context.Context, x Exchange) (stored Exchange, create
 			return fmt.Errorf("%w: id %s is in use", ErrConflict, id)
 		}
 		now := s.now().UTC()
+		state, claimedBy := Received, ""
+		if x.State == Executing {
+			state, claimedBy = Executing, s.instance
+		}
 		if _, err := tx.ExecContext(ctx, qInsert, id, x.Sender, x.MessageID, x.CorrelationID,
-			x.Capability, x.ApprovalID, x.ActionDigest, string(Received),
+			x.Capability, x.ApprovalID, x.ActionDigest, string(state), claimedBy,
 			now.UnixNano(), now.UnixNano(), toNanos(x.Deadline)); err != nil {
 			return err
 		}
@@ -462,8 +468,8 @@ func checkNew(x Exchange) error {
 			return err
 		}
 	}
-	if x.State != "" && x.State != Received {
-		return fmt.Errorf("%w: an exchange is created in state received, not %q", ErrInvalid, x.State)
+	if x.State != "" && x.State != Received && x.State != Executing {
+		return fmt.Errorf("%w: an exchange is created in state received or executing, not %q", ErrInvalid, x.State)
 	}
 	if len(x.Reply) != 0 || x.ReplyStatus != 0 {
 		return fmt.Errorf("%w: a new exchange has no reply", ErrInvalid)

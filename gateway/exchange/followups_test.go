@@ -191,3 +191,27 @@ func TestDeliveriesInOrder(t *testing.T) {
 		}
 	}
 }
+
+// An exchange created claimed runs without a Claim: nobody else can claim
+// it, and after a crash it is interrupted like any claimed one.
+func TestCreateClaimed(t *testing.T) {
+	s, _ := clockStore(t)
+	ctx := t.Context()
+	x := req("c")
+	x.State = Executing
+	got, created, err := s.Create(ctx, x)
+	if err != nil || !created || got.State != Executing || got.ClaimedBy != s.Instance() {
+		t.Fatalf("Create(executing) = %+v %v %v", got, created, err)
+	}
+	if _, ok, err := s.Claim(ctx, got.ID, Received, Approved); err != nil || ok {
+		t.Fatalf("claimed twice: %v %v", ok, err)
+	}
+	if xs, err := s.Interrupted(ctx); err != nil || len(xs) != 1 || xs[0].ID != got.ID {
+		t.Fatalf("Interrupted = %+v %v", xs, err)
+	}
+	x = req("d")
+	x.State = Done
+	if _, _, err := s.Create(ctx, x); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("Create(done): %v", err)
+	}
+}
