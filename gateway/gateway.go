@@ -313,7 +313,18 @@ func (g *Gateway) receive(ctx context.Context, in Inbound, who *requestInfo) Rep
 		rep.RetryAfter = wait
 		return rep
 	}
-	// 3 structure
+	// 3 structure: the version first (Core §7.4), so a newer agent learns
+	// which versions this one speaks.
+	if v, ok := env["v"].(string); ok {
+		minV, _ := env["min_v"].(string)
+		if err := arsia.Negotiate(v, minV, arsia.SupportedVersions()); err != nil {
+			var ae *arsia.Error
+			if !errors.As(err, &ae) {
+				ae = &arsia.Error{Code: arsia.CodeInvalidRequest, Description: err.Error()}
+			}
+			return fail(ae)
+		}
+	}
 	if issues := arsia.ErrorIssues(arsia.Validate(env, arsia.ValidateOptions{Profiles: g.o.Profiles})); len(issues) > 0 {
 		return fail(&arsia.Error{Code: arsia.CodeInvalidRequest, Description: issues[0].Message})
 	}
