@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -146,5 +147,89 @@ func TestServeVersionNegotiation(t *testing.T) {
 	e := reply["payload"].(map[string]any)["error"].(map[string]any)
 	if e["code"] != "not_implemented" || e["details"].(map[string]any)["supported_versions"] == nil {
 		t.Fatalf("error: %v", e)
+	}
+}
+
+// What was approved is what runs: a handler reconfigured while a request
+// waits changes the action, so the approved call is stale and nothing
+// runs.
+func TestServeChangedActionAtDispatch(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "data")
+	g := startGateway(t, data, nil)
+	code, _, hdr := g.send(t, "billing.invoice.create", "EU-AI-ACT-HIGH-RISK", map[string]any{"amount": "5.00"}, nil)
+	if code != 202 {
+		t.Fatalf("%d", code)
+	}
+	id := hdr.Get("Custos-Exchange")
+	g.stop()
+	cfg, err := os.ReadFile(g.configPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(g.configPath, bytes.Replace(cfg, []byte("/invoices"), []byte("/invoices-v2"), 1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	g2 := startGateway(t, data, g)
+	defer g2.stop()
+	g2.decide(t, aais.Approve)
+	code, reply := g2.awaitFinal(t, id)
+	if code != 409 || reply["intent"] != "error" || g2.upstream.Load() != 0 {
+		t.Fatalf("a changed action: %d %v, upstream %d", code, reply, g2.upstream.Load())
+	}
+	if e := reply["payload"].(map[string]any)["error"].(map[string]any); e["code"] != "conflict" {
+		t.Fatalf("a stale action: %v", e)
+	}
+}
+
+// A decision sent twice gets the same receipt; a different decision after
+// it gets a conflict; the action runs once.
+func TestServeReplayedDecision(t *testing.T) {
+	g := startGateway(t, filepath.Join(t.TempDir(), "data"), nil)
+	defer g.stop()
+	code, _, hdr := g.send(t, "billing.invoice.create", "EU-AI-ACT-HIGH-RISK", map[string]any{"amount": "7.00"}, nil)
+	if code != 202 {
+		t.Fatalf("%d", code)
+	}
+	snapReq, _ := http.NewRequestWithContext(t.Context(), "GET", g.url+"/approvals/snapshot", nil)
+	snapReq.Header.Set("Authorization", "Bearer "+g.token)
+	resp, err := http.DefaultClient.Do(snapReq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var snapBody bytes.Buffer
+	_, _ = snapBody.ReadFrom(resp.Body)
+	resp.Body.Close()
+	snap, err := aais.Parse(snapBody.Bytes())
+	if err != nil || len(snap.Snapshot.Pending) != 1 {
+		t.Fatalf("snapshot: %v", err)
+	}
+	r := snap.Snapshot.Pending[0]
+	post := func(v aais.Verdict, id string, want int) map[string]any {
+		d, err := aais.NewDecision(&r, aais.DecisionParams{ID: id, Decision: v, Scope: aais.ScopeOnce,
+			Actor: aais.Actor{ID: "x", Type: aais.ActorHuman}, DecidedAt: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, _ := aais.NewMessage(aais.Header{ID: "msg_" + id, OccurredAt: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}, d)
+		body, _ := aais.Marshal(m)
+		req, _ := http.NewRequestWithContext(t.Context(), "POST", g.url+"/approvals/"+r.ID+"/decisions", bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+g.token)
+		req.Header.Set("Content-Type", "application/json")
+		code, out, _ := g.do(t, req)
+		if code != want {
+			t.Fatalf("decision %s: %d %v, want %d", id, code, out, want)
+		}
+		return out["resolution"].(map[string]any)
+	}
+	first := post(aais.Approve, "dec_1", 200)
+	again := post(aais.Approve, "dec_1", 200)
+	if first["id"] != again["id"] || first["outcome"] != "approved" {
+		t.Fatalf("replayed decision: %v then %v", first, again)
+	}
+	if other := post(aais.Deny, "dec_2", 409); other["outcome"] != "conflict" {
+		t.Fatalf("a second decision: %v", other)
+	}
+	if code, _ := g.awaitFinal(t, hdr.Get("Custos-Exchange")); code != 200 || g.upstream.Load() != 1 {
+		t.Fatalf("final %d, upstream %d", code, g.upstream.Load())
 	}
 }
