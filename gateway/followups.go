@@ -43,7 +43,7 @@ func (g *Gateway) housekeeping(ctx context.Context) error {
 			"mode", r.Mode, "profile", r.Profile, "capability", r.Capability, "sender", r.Sender, "due", r.DueAt)
 		if _, err := g.o.Audit.Append(ctx, audit.Record{Kind: audit.KindOversightTimeout, MessageID: x.MessageID,
 			Sender: x.Sender, Recipient: g.o.Agent, Capability: x.Capability, Profile: r.Profile, Oversight: r.Mode,
-			Outcome: "overdue", ASCCode: int(asc.Timeout),
+			TraceID: x.TraceID, Outcome: "overdue", ASCCode: int(asc.Timeout),
 			Details: map[string]any{"exchange_id": r.ExchangeID, "due_at": r.DueAt.Format(time.RFC3339)}}); err != nil {
 			return err
 		}
@@ -78,7 +78,7 @@ func (g *Gateway) CompleteReview(ctx context.Context, exchangeID string, reviewe
 		return r, err
 	}
 	rec := audit.Record{Kind: kindReview, MessageID: x.MessageID, Sender: x.Sender, Recipient: g.o.Agent,
-		Capability: x.Capability, Profile: r.Profile, Oversight: r.Mode, Actor: reviewer, Outcome: string(v),
+		Capability: x.Capability, Profile: r.Profile, Oversight: r.Mode, Actor: reviewer, Outcome: string(v), TraceID: x.TraceID,
 		ASCCode: int(asc.Success), Details: map[string]any{"exchange_id": exchangeID, "late": r.TimedOut}}
 	if justification != "" {
 		rec.Details["justification"] = justification

@@ -292,7 +292,10 @@ func (g *Gateway) receive(ctx context.Context, in Inbound, who *requestInfo) Rep
 	fail := func(e *arsia.Error) Reply {
 		rec.Outcome = audit.OutcomeRejected
 		rec.ASCCode = int(e.AsASC().Code())
-		rec.Details = map[string]any{"arsia_code": e.Code}
+		if rec.Details == nil {
+			rec.Details = map[string]any{}
+		}
+		rec.Details["arsia_code"] = e.Code
 		if _, err := g.o.Audit.Append(ctx, rec); err != nil {
 			return g.internal(ctx, from, msgID, now, err)
 		}
@@ -384,7 +387,7 @@ func (g *Gateway) receive(ctx context.Context, in Inbound, who *requestInfo) Rep
 	}
 
 	x := exchange.Exchange{Sender: from, MessageID: msgID, CorrelationID: msgID, Capability: call.Capability,
-		ActionDigest: digest, State: exchange.Received}
+		ActionDigest: digest, State: exchange.Received, TraceID: traceOf(ctx)}
 	// Idempotency-Key (or the envelope's idempotency.key): a retry with a
 	// new message id gets the first request's answer; the key reused for
 	// another request is a conflict (ARSIA Core §10).
@@ -437,11 +440,14 @@ func (g *Gateway) receive(ctx context.Context, in Inbound, who *requestInfo) Rep
 	}
 	rec.Outcome = audit.OutcomeAccepted
 	rec.ASCCode = int(asc.Accepted)
-	rec.Details = map[string]any{"exchange_id": x.ID, "action_digest": digest}
+	if rec.Details == nil {
+		rec.Details = map[string]any{}
+	}
+	rec.Details["exchange_id"], rec.Details["action_digest"] = x.ID, digest
 	if _, err := g.o.Audit.Append(ctx, rec); err != nil {
 		// Nothing runs unrecorded: the exchange ends failed.
 		rep := g.internal(ctx, from, msgID, now, err)
-		_, _, _ = g.o.Exchanges.Transition(ctx, x.ID, x.State, exchange.Failed, rep.Envelope, rep.Status)
+		g.abandon(ctx, x, rep)
 		return rep
 	}
 

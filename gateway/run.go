@@ -30,6 +30,8 @@ type exchangeRef struct {
 	PayloadType string `json:"payload_type"`
 	TraceID     string `json:"trace_id,omitempty"`
 	Profile     string `json:"profile,omitempty"`
+	// IdempotencyKey is the request's key, forwarded to the handler.
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
 	// Effective are the capabilities granted when fewer than requested.
 	Effective []string `json:"effective_capabilities,omitempty"`
 }
@@ -133,7 +135,7 @@ func (g *Gateway) askApproval(ctx context.Context, x exchange.Exchange, h handle
 	desc handler.Descriptor, action json.RawMessage, digest, profile string, effective []string) Reply {
 	now := g.o.Now()
 	ext, _ := json.Marshal(exchangeRef{ExchangeID: x.ID, Sender: call.From, MessageID: call.MessageID,
-		PayloadType: call.PayloadType, TraceID: call.TraceID, Profile: profile, Effective: effective})
+		PayloadType: call.PayloadType, TraceID: call.TraceID, Profile: profile, IdempotencyKey: call.IdempotencyKey, Effective: effective})
 	choices := []aais.Choice{
 		{Decision: aais.Approve, Scope: aais.ScopeOnce, Label: "Allow this call once"},
 		{Decision: aais.Deny, Scope: aais.ScopeOnce, Label: "Deny"},
@@ -166,7 +168,7 @@ func (g *Gateway) askApproval(ctx context.Context, x exchange.Exchange, h handle
 		// then run it as received (the sender waits for the answer).
 		if err := g.auditApproval(ctx, call, profile, req.ID, sub.Receipt); err != nil {
 			rep := g.internal(ctx, call.From, call.MessageID, now, err)
-			_, _, _ = g.o.Exchanges.Transition(ctx, x.ID, exchange.Received, exchange.Failed, rep.Envelope, rep.Status)
+			g.abandon(ctx, x, rep)
 			return rep
 		}
 		return g.execute(ctx, x, h, call, digest, exchange.Received, execMeta{Oversight: "required_before_execution", Profile: profile, ApprovalID: req.ID, Effective: effective})
@@ -292,7 +294,8 @@ func (g *Gateway) resume(ctx context.Context) error {
 			return fmt.Errorf("approval %s does not name exchange %s", req.ID, x.ID)
 		}
 		call := handler.Call{Capability: req.Action.Name(), PayloadType: ref.PayloadType, Args: req.Action.Arguments(),
-			From: x.Sender, To: g.o.Agent, MessageID: x.MessageID, CorrelationID: x.MessageID, TraceID: ref.TraceID}
+			From: x.Sender, To: g.o.Agent, MessageID: x.MessageID, CorrelationID: x.MessageID, TraceID: ref.TraceID,
+			IdempotencyKey: ref.IdempotencyKey}
 		xctx := withTrace(ctx, ref.TraceID)
 		receipt := st.Resolution.Event
 		if x.State == exchange.PendingApproval {
@@ -504,4 +507,14 @@ func (g *Gateway) decisionEnvelope(ctx context.Context, x exchange.Exchange, rec
 	}
 	d.Reason = reason
 	return g.sign(arsia.NewApprovalDecision(g.o.Agent, x.Sender, x.MessageID, d, nil, g.build(ctx, g.o.Now())))
+}
+
+// abandon ends an exchange nothing ran for, after a failure of the gateway
+// itself, with the error the sender got. Its idempotency key is released:
+// the sender was told to retry, and the retry must not replay the failure.
+func (g *Gateway) abandon(ctx context.Context, x exchange.Exchange, rep Reply) {
+	if _, _, err := g.o.Exchanges.Apply(ctx, x.ID, x.State, exchange.Failed,
+		exchange.Change{Reply: rep.Envelope, ReplyStatus: rep.Status, ReleaseKey: true}); err != nil {
+		g.log(ctx).ErrorContext(ctx, "ending an exchange after a failure", "exchange", x.ID, "err", err)
+	}
 }

@@ -120,6 +120,8 @@ type Exchange struct {
 	CreatedAt, UpdatedAt time.Time
 	// Deadline is the approval deadline, zero when none.
 	Deadline time.Time
+	// TraceID is the request's W3C trace id, "" when none.
+	TraceID string
 	// Decision is the signed approval_decision envelope, once the
 	// approval resolved; nil before and when none was needed.
 	Decision json.RawMessage
@@ -149,6 +151,10 @@ type Change struct {
 	Review *Review
 	// Deliveries queue envelopes for the sender's callback URL.
 	Deliveries []Delivery
+	// ReleaseKey deletes the idempotency key naming the exchange, entering
+	// failed after a failure where nothing ran: a retry with the key must
+	// run, not replay the failure.
+	ReleaseKey bool
 }
 
 // Options tunes a Store. A nil *Options, and every zero field, means the
@@ -228,15 +234,15 @@ func (s *Store) Path() string { return s.db.Path() }
 func (s *Store) Instance() string { return s.instance }
 
 const columns = `id, sender, message_id, correlation_id, capability, approval_id, action_digest,
-	state, reply, reply_status, claimed_by, created_at, updated_at, deadline, decision`
+	state, reply, reply_status, claimed_by, created_at, updated_at, deadline, decision, trace_id`
 
 const (
 	qByID     = "SELECT " + columns + " FROM exchanges WHERE id = ?"
 	qByKey    = "SELECT " + columns + " FROM exchanges WHERE sender = ? AND message_id = ?"
 	qIDExists = "SELECT count(*) FROM exchanges WHERE id = ?"
 	qInsert   = `INSERT INTO exchanges (id, sender, message_id, correlation_id, capability, approval_id,
-		action_digest, state, reply, reply_status, claimed_by, created_at, updated_at, deadline)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, 0, ?, ?, ?, ?)`
+		action_digest, state, reply, reply_status, claimed_by, created_at, updated_at, deadline, trace_id)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, 0, ?, ?, ?, ?, ?)`
 	qUpdate = `UPDATE exchanges SET state = ?, reply = ?, reply_status = ?, approval_id = ?,
 		action_digest = ?, deadline = ?, claimed_by = ?, updated_at = ?, decision = ?
 		WHERE id = ? AND state = ?`
@@ -341,7 +347,7 @@ func scan(r scanner) (Exchange, error) {
 		created, updated, deadline int64
 	)
 	err := r.Scan(&x.ID, &x.Sender, &x.MessageID, &x.CorrelationID, &x.Capability, &x.ApprovalID,
-		&x.ActionDigest, &state, &reply, &x.ReplyStatus, &x.ClaimedBy, &created, &updated, &deadline, &decision)
+		&x.ActionDigest, &state, &reply, &x.ReplyStatus, &x.ClaimedBy, &created, &updated, &deadline, &decision, &x.TraceID)
 	if err != nil {
 		return Exchange{}, err
 	}
@@ -426,7 +432,7 @@ func (s *Store) Create(ctx context.Context, x Exchange) (stored Exchange, create
 		}
 		if _, err := tx.ExecContext(ctx, qInsert, id, x.Sender, x.MessageID, x.CorrelationID,
 			x.Capability, x.ApprovalID, x.ActionDigest, string(state), claimedBy,
-			now.UnixNano(), now.UnixNano(), toNanos(x.Deadline)); err != nil {
+			now.UnixNano(), now.UnixNano(), toNanos(x.Deadline), x.TraceID); err != nil {
 			return err
 		}
 		if k := x.Idempotency; k != nil {
@@ -463,6 +469,7 @@ func checkNew(x Exchange) error {
 		{"correlation id", x.CorrelationID, maxText, false},
 		{"approval id", x.ApprovalID, maxText, false},
 		{"action digest", x.ActionDigest, maxText, false},
+		{"trace id", x.TraceID, maxText, false},
 	} {
 		if err := checkText(f.name, f.v, f.max, f.required); err != nil {
 			return err

@@ -138,6 +138,9 @@ func checkChange(to State, c Change) error {
 	if len(c.Decision) != 0 && !json.Valid(c.Decision) {
 		return fmt.Errorf("%w: decision is not valid JSON", ErrInvalid)
 	}
+	if c.ReleaseKey && to != Failed {
+		return fmt.Errorf("%w: an idempotency key is released entering failed, not %s", ErrInvalid, to)
+	}
 	if r := c.Review; r != nil {
 		if !to.Final() {
 			return fmt.Errorf("%w: a review is queued entering done or failed, not %s", ErrInvalid, to)
@@ -182,6 +185,11 @@ func (s *Store) queue(ctx context.Context, tx *sqlitedb.Tx, x Exchange, c Change
 		if _, err := tx.ExecContext(ctx, `INSERT INTO reviews (exchange_id, mode, profile, sender, capability, outcome,
 			created_at, due_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
 			x.ID, r.Mode, r.Profile, x.Sender, x.Capability, string(x.State), now, r.DueAt.UnixNano()); err != nil {
+			return err
+		}
+	}
+	if c.ReleaseKey {
+		if _, err := tx.ExecContext(ctx, "DELETE FROM idempotency WHERE exchange_id = ?", x.ID); err != nil {
 			return err
 		}
 	}

@@ -23,6 +23,10 @@ CREATE INDEX idempotency_expiry ON idempotency (expires_at);
 -- for a human, kept byte for byte; set once, when the approval resolved.
 ALTER TABLE exchanges ADD COLUMN decision BLOB;
 
+-- The W3C trace id of the request ('' when none), for the records that
+-- come after it (reviews, timeouts).
+ALTER TABLE exchanges ADD COLUMN trace_id TEXT NOT NULL DEFAULT '';
+
 CREATE TRIGGER exchanges_decision_once BEFORE UPDATE OF decision ON exchanges
 WHEN OLD.decision IS NOT NULL AND NEW.decision IS NOT OLD.decision
 BEGIN
