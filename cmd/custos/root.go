@@ -72,6 +72,7 @@ store (custos approvals).`,
 		newServeCommand(),
 		newDemoCommand(),
 		newBenchCommand(),
+		newTokenCommand(),
 	)
 	return root
 }

@@ -1,12 +1,43 @@
 package main
 
 import (
+	"fmt"
+
+	"github.com/custos-runtime/custos/arsia/sig"
 	"github.com/custos-runtime/custos/gateway"
+	"github.com/custos-runtime/custos/gateway/authz"
 	"github.com/custos-runtime/custos/gateway/config"
 )
 
 // newAuthorizer builds the access-token checks of the inbox (nil when the
-// configuration asks for none).
+// configuration asks for none). cfg has been checked.
 func newAuthorizer(cfg config.Config) (gateway.Authorizer, error) {
-	return nil, nil
+	t := cfg.Tokens
+	mode, err := authz.ParseMode(t.Mode)
+	if err != nil {
+		return nil, err
+	}
+	if mode == authz.ModeOff {
+		return nil, nil // an untyped nil: the gateway checks no token
+	}
+	c := authz.Config{Mode: mode, MaxLifetime: t.MaxLifetime, ClockSkew: t.ClockSkew,
+		ReplayWindow: t.ReplayWindow, ReplayCapacity: t.ReplayCapacity}
+	for i, is := range t.Issuers {
+		var keys sig.KeySource
+		if is.JWKSURL != "" {
+			h, err := sig.NewHTTPJWKS(is.JWKSURL, nil)
+			if err != nil {
+				return nil, fmt.Errorf("tokens.issuers[%d] (%s): %w", i, is.Issuer, err)
+			}
+			keys = h
+		} else {
+			keys = sig.NewJWKSFile(is.JWKSFile)
+		}
+		c.Issuers = append(c.Issuers, authz.Issuer{Issuer: is.Issuer, Keys: keys})
+	}
+	a, err := authz.NewAuthorizer(c)
+	if err != nil {
+		return nil, fmt.Errorf("tokens: %w", err)
+	}
+	return a, nil
 }
