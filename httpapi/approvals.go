@@ -49,7 +49,7 @@ func TokenHash(token string) string {
 }
 
 // NewTokens builds a Tokens from token hashes (TokenHash) and the actor
-// each one authenticates; authenticated_by is set to "api-token".
+// each one authenticates; authenticated_by is set to "api_token".
 func NewTokens(hashes map[string]aais.Actor) (*Tokens, error) {
 	t := &Tokens{byHash: map[[sha256.Size]byte]aais.Actor{}}
 	for h, a := range hashes {
@@ -61,7 +61,7 @@ func NewTokens(hashes map[string]aais.Actor) (*Tokens, error) {
 		if a.ID == "" || a.Type == "" {
 			return nil, fmt.Errorf("httpapi: token %s… has no actor id or type", h[:15])
 		}
-		a.AuthenticatedBy = "api-token"
+		a.AuthenticatedBy = AuthAPIToken
 		t.byHash[[sha256.Size]byte(b)] = a
 	}
 	return t, nil
@@ -73,17 +73,10 @@ func (t *Tokens) Authenticate(r *http.Request) (aais.Actor, error) {
 	if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
 		return aais.Actor{}, ErrUnauthenticated
 	}
-	sum := sha256.Sum256([]byte(token))
-	var found aais.Actor
-	matched := 0
-	// Compare against every hash so that timing says nothing about which
-	// one (if any) matched.
-	for h, a := range t.byHash {
-		if subtle.ConstantTimeCompare(h[:], sum[:]) == 1 {
-			found, matched = a, 1
-		}
-	}
-	if matched == 0 {
+	// lookup compares against every hash so that timing says nothing
+	// about which one (if any) matched.
+	found, ok := t.lookup(token)
+	if !ok {
 		return aais.Actor{}, ErrUnauthenticated
 	}
 	return found, nil
@@ -94,11 +87,25 @@ type ApprovalsOptions struct {
 	// Authority decides; Store is the one it uses (for the event log).
 	Authority *aais.Authority
 	Store     aais.Store
-	// Auth authenticates every request (required).
+	// Auth authenticates every request that carries an Authorization
+	// header (required).
 	Auth Authenticator
+	// Sessions, when set, also accepts browser sessions (the session
+	// cookie POST /login sets; see NewReviewerUI). A state-changing
+	// request authenticated by the cookie must carry the session's CSRF
+	// token in the X-CSRF-Token header and an allowed Origin.
+	Sessions *Sessions
+	// Policy says who may decide what (roles, separation of duties,
+	// justifications); nil lets every reviewer decide every request.
+	Policy *Policy
+	// OnDecision, when set, is called after each decision the authority
+	// answered with a receipt that is not a conflict, with the
+	// authenticated actor: the place to audit who decided and why.
+	OnDecision func(context.Context, DecisionRecord)
 	// AllowedOrigins are the browser origins allowed to post decisions
-	// ("https://custos.example"); a request carrying another Origin header
-	// is refused. Requests without Origin (non-browser clients) pass.
+	// ("https://custos.example") besides the server's own origin; a
+	// request carrying another Origin header is refused. Requests without
+	// Origin (non-browser clients) pass when they use a bearer token.
 	AllowedOrigins []string
 	// Poll is how often the event stream looks for new events (250 ms
 	// when zero); Heartbeat how often it sends a comment to keep proxies
@@ -112,7 +119,18 @@ type ApprovalsOptions struct {
 
 type approvals struct {
 	o       ApprovalsOptions
-	origins map[string]bool
+	origins originPolicy
+}
+
+// DecisionRecord is one decision the authority answered.
+type DecisionRecord struct {
+	// Actor is the authenticated actor (also Decision.Actor).
+	Actor    aais.Actor
+	Decision *aais.Decision
+	Receipt  *aais.Message
+	// Justification is the decision's justification ("" when none);
+	// Profile the request's compliance profile.
+	Justification, Profile string
 }
 
 // NewApprovals returns the handler of
@@ -123,6 +141,12 @@ type approvals struct {
 //	                                     the approval.resolved receipt out
 //	GET  /approvals/ws                   WebSocket: the same, on one
 //	                                     connection (see websocket)
+//	GET  /approvals/me                   who is signed in, their roles
+//	                                     (and a session's CSRF token)
+//	GET  /approvals/{id}/permission      what the caller may do with a request
+//	GET  /approvals/history              the latest resolutions
+//	GET  /approvals/rules                remembered approvals
+//	POST /approvals/rules/{id}/revoke    revoke one
 //
 // Every endpoint requires authentication. The event stream starts after
 // the Last-Event-ID header (or the after query parameter) when given, and
@@ -147,7 +171,7 @@ func NewApprovals(o ApprovalsOptions) (http.Handler, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	a := &approvals{o: o, origins: map[string]bool{}}
+	a := &approvals{o: o, origins: originPolicy{}}
 	for _, or := range o.AllowedOrigins {
 		a.origins[or] = true
 	}
@@ -156,21 +180,82 @@ func NewApprovals(o ApprovalsOptions) (http.Handler, error) {
 	mux.HandleFunc("GET /approvals/events", a.events)
 	mux.HandleFunc("POST /approvals/{id}/decisions", a.decide)
 	mux.HandleFunc("GET /approvals/ws", a.websocket)
+	mux.HandleFunc("GET /approvals/me", a.me)
+	mux.HandleFunc("GET /approvals/{id}/permission", a.permission)
+	mux.HandleFunc("GET /approvals/history", a.history)
+	mux.HandleFunc("GET /approvals/rules", a.rules)
+	mux.HandleFunc("POST /approvals/rules/{id}/revoke", a.revoke)
 	return a.authenticated(mux), nil
 }
 
 type actorKey struct{}
+type sessionKey struct{}
 
+// authenticated establishes the caller: a bearer token (Auth) when the
+// request has an Authorization header, otherwise the session cookie. A
+// cookie-authenticated request that can change state needs an allowed
+// Origin and the session's CSRF token (X-CSRF-Token; for the WebSocket,
+// which cannot send headers from a browser, the csrf query parameter).
 func (a *approvals) authenticated(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		actor, err := a.o.Auth.Authenticate(r)
-		if err != nil {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="custos"`)
-			problem(w, asc.AuthenticationRequired, http.StatusUnauthorized, "Authentication is required.")
+		ctx := r.Context()
+		if r.Header.Get("Authorization") != "" || a.o.Sessions == nil {
+			actor, err := a.o.Auth.Authenticate(r)
+			if err != nil {
+				a.unauthenticated(w)
+				return
+			}
+			next.ServeHTTP(w, r.WithContext(context.WithValue(ctx, actorKey{}, actor)))
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), actorKey{}, actor)))
+		ss, ok := a.o.Sessions.lookup(r)
+		if !ok {
+			a.unauthenticated(w)
+			return
+		}
+		ws := r.URL.Path == "/approvals/ws"
+		if ws || !safeMethod(r.Method) {
+			if !a.origins.allowed(r, true) {
+				problem(w, asc.PermissionDenied, http.StatusForbidden, "This origin may not change anything.")
+				return
+			}
+			csrfOK := ss.csrfOK(r)
+			if ws {
+				got := r.URL.Query().Get("csrf")
+				csrfOK = got != "" && subtle.ConstantTimeCompare([]byte(got), []byte(ss.csrf)) == 1
+			}
+			if !csrfOK {
+				problem(w, asc.PermissionDenied, http.StatusForbidden, "The CSRF token is missing or wrong.")
+				return
+			}
+		}
+		ctx = context.WithValue(ctx, actorKey{}, ss.actor)
+		next.ServeHTTP(w, r.WithContext(context.WithValue(ctx, sessionKey{}, ss)))
 	})
+}
+
+func (a *approvals) unauthenticated(w http.ResponseWriter) {
+	w.Header().Set("WWW-Authenticate", `Bearer realm="custos"`)
+	problem(w, asc.AuthenticationRequired, http.StatusUnauthorized, "Authentication is required.")
+}
+
+func safeMethod(m string) bool {
+	return m == http.MethodGet || m == http.MethodHead || m == http.MethodOptions
+}
+
+// errSessionEnded stops a stream whose session ended or expired.
+var errSessionEnded = errors.New("httpapi: the session ended")
+
+// sessionCheck returns an error once the session r was authenticated by
+// (if any) has ended.
+func (a *approvals) sessionCheck(r *http.Request) func() error {
+	ss, _ := r.Context().Value(sessionKey{}).(*session)
+	return func() error {
+		if ss != nil && !a.o.Sessions.alive(ss) {
+			return errSessionEnded
+		}
+		return nil
+	}
 }
 
 func (a *approvals) snapshot(w http.ResponseWriter, r *http.Request) {
@@ -183,7 +268,7 @@ func (a *approvals) snapshot(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *approvals) decide(w http.ResponseWriter, r *http.Request) {
-	if or := r.Header.Get("Origin"); or != "" && !a.origins[or] {
+	if !a.origins.allowed(r, false) {
 		problem(w, asc.PermissionDenied, http.StatusForbidden, "This origin may not post decisions.")
 		return
 	}
@@ -229,9 +314,30 @@ func (a *approvals) decideBody(ctx context.Context, body []byte, requestID strin
 	if requestID != "" && m.Decision.RequestID != requestID {
 		return nil, &failure{http.StatusBadRequest, asc.InvalidRequest, "The decision is for another request than the URL names."}
 	}
+	// The policy: one place every binding passes through.
+	st, err := a.o.Authority.State(ctx, m.Decision.RequestID)
+	if err != nil {
+		return nil, a.failure(ctx, err)
+	}
+	req := st.Request.Event.Request
+	if f := a.o.Policy.check(actor, req, m.Decision); f != nil {
+		a.o.Logger.WarnContext(ctx, "decision refused by policy", "request", req.ID, "actor", actor.ID, "reason", f.detail)
+		return nil, f
+	}
 	receipt, err := a.o.Authority.Decide(ctx, m.Decision, actor, nil)
 	if err != nil {
 		return nil, a.failure(ctx, err)
+	}
+	if res := receipt.Resolution; res.Outcome != aais.OutcomeConflict && res.DecisionID == m.Decision.ID {
+		d := *m.Decision
+		if actor != (aais.Actor{}) {
+			d.Actor = actor
+		}
+		just, _ := Justification(&d)
+		rec := DecisionRecord{Actor: d.Actor, Decision: &d, Receipt: receipt, Justification: just, Profile: RequestProfile(req)}
+		if a.o.OnDecision != nil {
+			a.o.OnDecision(ctx, rec)
+		}
 	}
 	return receipt, nil
 }
@@ -274,6 +380,7 @@ func (a *approvals) events(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 	lastBeat := time.Now()
+	alive := a.sessionCheck(r)
 	err := a.o.Authority.Follow(r.Context(), after, resume, a.o.Poll, aais.Follower{
 		Message: func(m *aais.Message) error { return writeEvent(w, m) },
 		Gap: func(p aais.EventPage) error {
@@ -281,6 +388,9 @@ func (a *approvals) events(w http.ResponseWriter, r *http.Request) {
 			return err
 		},
 		Idle: func(wrote bool) error {
+			if err := alive(); err != nil {
+				return err
+			}
 			if !wrote && time.Since(lastBeat) >= a.o.Heartbeat {
 				if _, err := io.WriteString(w, ": keepalive\n\n"); err != nil {
 					return err
@@ -294,7 +404,7 @@ func (a *approvals) events(w http.ResponseWriter, r *http.Request) {
 			return nil
 		},
 	})
-	if err != nil && r.Context().Err() == nil {
+	if err != nil && r.Context().Err() == nil && !errors.Is(err, errSessionEnded) {
 		a.o.Logger.ErrorContext(r.Context(), "approval events", "err", err)
 	}
 }
@@ -350,4 +460,153 @@ func problemJSON(code asc.Code, status int, detail string) []byte {
 		b, _ = json.Marshal(map[string]any{"status": status, "detail": detail})
 	}
 	return b
+}
+
+func (a *approvals) actor(r *http.Request) aais.Actor {
+	actor, _ := r.Context().Value(actorKey{}).(aais.Actor)
+	return actor
+}
+
+// me answers who the caller is; a session's answer carries its CSRF token.
+func (a *approvals) me(w http.ResponseWriter, r *http.Request) {
+	actor := a.actor(r)
+	ans := loginAnswer{Actor: actor, Roles: a.o.Policy.roles(actor.ID)}
+	if ss, ok := r.Context().Value(sessionKey{}).(*session); ok {
+		ans.CSRFToken = ss.csrf
+		exp := a.o.Sessions.expires(ss)
+		ans.ExpiresAt = &exp
+	}
+	writeJSON(w, http.StatusOK, ans)
+}
+
+// permission answers what the caller may do with one request.
+func (a *approvals) permission(w http.ResponseWriter, r *http.Request) {
+	st, err := a.o.Authority.State(r.Context(), r.PathValue("id"))
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, a.o.Policy.Permission(a.actor(r), st.Request.Event.Request))
+}
+
+// HistoryEntry is one resolved request in GET /approvals/history.
+type HistoryEntry struct {
+	RequestID      string       `json:"request_id"`
+	ActionKind     string       `json:"action_kind,omitempty"`
+	ActionName     string       `json:"action_name,omitempty"`
+	Summary        string       `json:"summary,omitempty"`
+	Profile        string       `json:"profile,omitempty"`
+	Outcome        aais.Outcome `json:"outcome"`
+	EffectiveScope aais.Scope   `json:"effective_scope,omitempty"`
+	Message        string       `json:"message"`
+	ResolvedAt     string       `json:"resolved_at"`
+	Sequence       uint64       `json:"sequence"`
+	// Actor is who decided, from the receipt (aais.DecidedBy), or the
+	// reviewer whose remembered rule approved it; absent for expiries.
+	Actor         *aais.Actor `json:"actor,omitempty"`
+	Justification string      `json:"justification,omitempty"`
+	RuleID        string      `json:"rule_id,omitempty"`
+}
+
+// historyWindow is how many of the latest events history looks at.
+const historyWindow = 2000
+
+// history answers the latest resolutions, newest first (?limit=, 50 by
+// default, at most 200).
+func (a *approvals) history(w http.ResponseWriter, r *http.Request) {
+	limit := 50
+	if v := r.URL.Query().Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 200 {
+			problem(w, asc.InvalidRequest, http.StatusBadRequest, "limit: want 1 to 200.")
+			return
+		}
+		limit = n
+	}
+	ctx := r.Context()
+	head, err := a.o.Store.EventsAfter(ctx, aais.MaxSequence, 1)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	after := uint64(0)
+	if head.Latest > historyWindow {
+		after = head.Latest - historyWindow
+	}
+	page, err := a.o.Store.EventsAfter(ctx, max(after, head.CompactedThrough), 0)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	entries := []HistoryEntry{}
+	for i := len(page.Events) - 1; i >= 0 && len(entries) < limit; i-- {
+		m := page.Events[i]
+		if m.Type != aais.TypeResolved {
+			continue
+		}
+		res := m.Resolution
+		e := HistoryEntry{RequestID: res.RequestID, Outcome: res.Outcome, EffectiveScope: res.EffectiveScope,
+			Message: res.Message, ResolvedAt: res.ResolvedAt.String(), Sequence: m.Sequence}
+		if st, err := a.o.Authority.State(ctx, res.RequestID); err == nil {
+			req := st.Request.Event.Request
+			e.ActionKind, e.ActionName, e.Summary, e.Profile = req.Action.Kind(), req.Action.Name(), req.Action.Summary(), RequestProfile(req)
+		}
+		if actor, words, ok := aais.DecidedBy(res); ok {
+			e.Actor, e.Justification = &actor, words
+		} else if raw, ok := res.Extensions[aais.RuleExtension]; ok {
+			var ref struct {
+				RuleID     string `json:"rule_id"`
+				ApprovedBy string `json:"approved_by"`
+			}
+			if json.Unmarshal(raw, &ref) == nil {
+				e.RuleID = ref.RuleID
+				if ref.ApprovedBy != "" {
+					e.Actor = &aais.Actor{ID: ref.ApprovedBy, Type: aais.ActorHuman}
+				}
+			}
+		}
+		entries = append(entries, e)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"as_of_sequence": page.Latest, "resolved": entries})
+}
+
+// rules answers every remembered approval (rule), revoked and expired
+// ones included, with whether each is active now.
+func (a *approvals) rules(w http.ResponseWriter, r *http.Request) {
+	rs, err := a.o.Authority.Rules(r.Context())
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	now := time.Now()
+	type entry struct {
+		Rule   *aais.Rule `json:"rule"`
+		Active bool       `json:"active"`
+	}
+	out := []entry{}
+	for _, rule := range rs.Sorted() {
+		out = append(out, entry{Rule: rule, Active: rule.Active(now)})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"rules": out})
+}
+
+// revoke revokes one rule as the caller. Any reviewer may revoke: revoking
+// only ever takes authority away.
+func (a *approvals) revoke(w http.ResponseWriter, r *http.Request) {
+	if !a.origins.allowed(r, false) {
+		problem(w, asc.PermissionDenied, http.StatusForbidden, "This origin may not revoke rules.")
+		return
+	}
+	actor := a.actor(r)
+	rule, revoked, err := a.o.Authority.RevokeRule(r.Context(), r.PathValue("id"), actor)
+	if errors.Is(err, aais.ErrUnknownRule) {
+		problem(w, asc.NotFound, http.StatusNotFound, "No such rule.")
+		return
+	}
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	a.o.Logger.InfoContext(r.Context(), "rule revoked", "rule", rule.ID, "by", actor.ID, "revoked", revoked)
+	writeJSON(w, http.StatusOK, map[string]any{"rule": rule, "revoked": revoked})
 }

@@ -286,7 +286,7 @@ func TestTokens(t *testing.T) {
 		r := httptest.NewRequest("GET", "/", nil)
 		r.Header.Set("Authorization", hdr)
 		a, err := toks.Authenticate(r)
-		if (err == nil) != ok || (ok && (a.ID != "a" || a.AuthenticatedBy != "api-token")) {
+		if (err == nil) != ok || (ok && (a.ID != "a" || a.AuthenticatedBy != "api_token")) {
 			t.Errorf("%q: %+v, %v", hdr, a, err)
 		}
 	}

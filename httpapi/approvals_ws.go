@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"sync"
 	"time"
@@ -25,7 +26,7 @@ func (a *approvals) websocket(w http.ResponseWriter, r *http.Request) {
 	// decisions.
 	opts := &websocket.AcceptOptions{}
 	if or := r.Header.Get("Origin"); or != "" {
-		if !a.origins[or] {
+		if !a.origins.allowed(r, false) {
 			problem(w, asc.PermissionDenied, http.StatusForbidden, "This origin may not connect.")
 			return
 		}
@@ -73,6 +74,7 @@ func (a *approvals) websocket(w http.ResponseWriter, r *http.Request) {
 		}
 	}()
 	lastPing := time.Now()
+	alive := a.sessionCheck(r)
 	err = a.o.Authority.Follow(ctx, 0, false, a.o.Poll, aais.Follower{
 		Message: func(m *aais.Message) error {
 			b, err := aais.Marshal(m)
@@ -86,6 +88,9 @@ func (a *approvals) websocket(w http.ResponseWriter, r *http.Request) {
 			return write(b)
 		},
 		Idle: func(wrote bool) error {
+			if err := alive(); err != nil {
+				return err
+			}
 			if wrote || time.Since(lastPing) < a.o.Heartbeat {
 				return nil
 			}
@@ -95,6 +100,10 @@ func (a *approvals) websocket(w http.ResponseWriter, r *http.Request) {
 			return c.Ping(pctx)
 		},
 	})
+	if errors.Is(err, errSessionEnded) {
+		_ = c.Close(websocket.StatusPolicyViolation, "the session ended")
+		return
+	}
 	if err != nil && ctx.Err() == nil {
 		a.o.Logger.ErrorContext(r.Context(), "approvals websocket", "err", err)
 	}

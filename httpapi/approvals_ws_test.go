@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -77,5 +78,62 @@ func TestApprovalsWebSocket(t *testing.T) {
 	_, b, err := c.Read(ctx)
 	if err != nil || !strings.Contains(string(b), `"code":4000`) {
 		t.Fatalf("bad frame answer: %s %v", b, err)
+	}
+}
+
+// A browser's WebSocket is authenticated by the session cookie; it needs an
+// allowed Origin and the session's CSRF token (the csrf parameter), and
+// its decisions pass the same policy as HTTP ones.
+func TestApprovalsWebSocketSession(t *testing.T) {
+	e := newSessionEnv(t, false)
+	b := e.browser(t)
+	b.loginPassword(t, "dave") // ops: shell.* only
+	u, _ := url.Parse(e.srv.URL)
+	cookies := b.c.Jar.Cookies(u)
+	hdr := http.Header{"Origin": {e.srv.URL}}
+	for _, c := range cookies {
+		hdr.Add("Cookie", c.Name+"="+c.Value)
+	}
+	base := "ws" + strings.TrimPrefix(e.srv.URL, "http") + "/approvals/ws"
+	ctx := t.Context()
+	for name, h := range map[string]http.Header{"no origin": {"Cookie": hdr["Cookie"]}, "foreign origin": {"Cookie": hdr["Cookie"], "Origin": {"https://evil.example"}}} {
+		if _, resp, err := websocket.Dial(ctx, base+"?csrf="+url.QueryEscape(b.csrf), &websocket.DialOptions{HTTPHeader: h}); err == nil || resp == nil || resp.StatusCode != 403 {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	if _, resp, err := websocket.Dial(ctx, base, &websocket.DialOptions{HTTPHeader: hdr}); err == nil || resp == nil || resp.StatusCode != 403 {
+		t.Fatalf("without the CSRF token: %v", err)
+	}
+	c, _, err := websocket.Dial(ctx, base+"?csrf="+url.QueryEscape(b.csrf), &websocket.DialOptions{HTTPHeader: hdr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseNow()
+	if _, first, err := c.Read(ctx); err != nil || !strings.Contains(string(first), `"approval.snapshot"`) {
+		t.Fatalf("first frame: %s %v", first, err)
+	}
+	r := e.gwRequest(t, "ws", "billing.invoice.create", "MIFID-II", "agent:acme.advisor")
+	if _, b, err := c.Read(ctx); err != nil || !strings.Contains(string(b), r.ID) {
+		t.Fatalf("requested frame: %s %v", b, err)
+	}
+	_, dec := decision(t, r, aais.Approve, aais.ScopeOnce, "x")
+	if err := c.Write(ctx, websocket.MessageText, []byte(dec)); err != nil {
+		t.Fatal(err)
+	}
+	_, out, err := c.Read(ctx)
+	if err != nil || !strings.Contains(string(out), `"code":4002`) || !e.pending(t, r.ID) {
+		t.Fatalf("a decision dave's roles do not cover: %s %v", out, err)
+	}
+	// Signing out closes the connection.
+	if resp, out := b.do(t, "POST", "/logout", "", nil); resp.StatusCode != 204 {
+		t.Fatalf("logout: %d %s", resp.StatusCode, out)
+	}
+	for {
+		if _, _, err := c.Read(ctx); err != nil {
+			if websocket.CloseStatus(err) != websocket.StatusPolicyViolation {
+				t.Fatalf("closed with %v", err)
+			}
+			break
+		}
 	}
 }

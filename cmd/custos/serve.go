@@ -28,6 +28,7 @@ import (
 	"github.com/custos-runtime/custos/gateway/exchange"
 	"github.com/custos-runtime/custos/gateway/handler"
 	"github.com/custos-runtime/custos/httpapi"
+	"github.com/custos-runtime/custos/internal/flock"
 	"github.com/custos-runtime/custos/store"
 )
 
@@ -89,6 +90,7 @@ all the gateway keeps.`,
 			return nil
 		},
 	})
+	cmd.AddCommand(newServePasswordCommand())
 	for _, f := range []struct{ name, usage string }{
 		{"listen", "the address to listen on (default 127.0.0.1:8080)"},
 		{"data", "the data directory (default ./custos-data)"},
@@ -108,6 +110,16 @@ func serve(ctx context.Context, cfg config.Config, out, errOut io.Writer) error 
 	if err := os.MkdirAll(cfg.Data, 0o700); err != nil {
 		return err
 	}
+	// One gateway per data directory: its exchanges, claims and recovery
+	// assume no other process runs them.
+	lock, err := flock.Hold(filepath.Join(cfg.Data, "gateway.lock"))
+	if errors.Is(err, flock.ErrLocked) {
+		return fmt.Errorf("another custos serve is running on %s (it holds gateway.lock); stop it or use another --data", cfg.Data)
+	}
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
 	signer, pub, kid, created, err := gatewayKey(cfg.Data, cfg.Agent)
 	if err != nil {
 		return err
@@ -152,14 +164,17 @@ func serve(ctx context.Context, cfg config.Config, out, errOut io.Writer) error 
 			return fmt.Errorf("handlers.%s: %w", name, err)
 		}
 	}
-	grants := map[string][]string{}
+	grants, callbacks := map[string][]string{}, map[string]string{}
 	for _, s := range cfg.Senders {
 		grants[s.Agent] = append(grants[s.Agent], s.Capabilities...)
+		if s.CallbackURL != "" {
+			callbacks[s.Agent] = s.CallbackURL
+		}
 	}
 	gw, err := gateway.New(gateway.Options{
 		Agent: cfg.Agent, Signer: signer, KID: kid, Keys: keys, Trust: trust, Authorizer: authorizer, Grants: grants, Handlers: handlers,
 		Authority: auth, Exchanges: xs, Audit: auditLog, ApprovalTTL: cfg.Oversight.TTL,
-		AllowSession: cfg.Oversight.AllowSession, Logger: logger,
+		AllowSession: cfg.Oversight.AllowSession, ReviewWithin: cfg.Oversight.ReviewWithin, Callbacks: callbacks, Logger: logger,
 		RateLimit: gateway.RateLimit{PerSecond: cfg.RateLimit.PerSecond, Burst: cfg.RateLimit.Burst},
 		StatusURL: func(id string) string { return cfg.PublicURL + "/v1/arsia/exchanges/" + id },
 	})
@@ -194,7 +209,7 @@ func serve(ctx context.Context, cfg config.Config, out, errOut io.Writer) error 
 	if err != nil {
 		return err
 	}
-	inbox, err := httpapi.NewInbox(httpapi.InboxOptions{Gateway: gw, MaxBody: cfg.MaxBody, Metadata: mdJSON, JWKS: jwks,
+	inbox, err := httpapi.NewInbox(httpapi.InboxOptions{Gateway: gw, MaxBody: cfg.MaxBody, Metadata: mdJSON, JWKS: jwks, PublicURL: cfg.PublicURL,
 		Ready: func(ctx context.Context) error { _, err := st.EventsAfter(ctx, aais.MaxSequence, 1); return err }})
 	if err != nil {
 		return err
@@ -205,6 +220,12 @@ func serve(ctx context.Context, cfg config.Config, out, errOut io.Writer) error 
 	}
 	mux := http.NewServeMux()
 	reviewerUI.mount(mux)
+	reviews, err := httpapi.NewReviews(httpapi.ReviewsOptions{Gateway: gw, Auth: reviewerUI.auth})
+	if err != nil {
+		return err
+	}
+	mux.Handle("/v1/reviews", reviews)
+	mux.Handle("/v1/reviews/", reviews)
 	mux.Handle("/", inbox)
 
 	ln, err := net.Listen("tcp", cfg.Listen)
@@ -229,8 +250,9 @@ func serve(ctx context.Context, cfg config.Config, out, errOut io.Writer) error 
 	fmt.Fprintf(out, "  agent      %s (key %s, %s)\n", cfg.Agent, kid, keyNote)
 	fmt.Fprintf(out, "  data       %s\n", cfg.Data)
 	fmt.Fprintf(out, "  inbox      %s/v1/arsia/inbox\n", addr)
-	fmt.Fprintf(out, "  reviewers  %s/approvals/snapshot with \"Authorization: Bearer %s\" (valid until this process stops)\n", addr, token)
-	fmt.Fprintf(out, "             or: custos approvals --store %s list\n", loc)
+	fmt.Fprintf(out, "  reviewers  %s/ (the inbox) — sign in with the login token %s (valid until this process stops)\n", addr, token)
+	fmt.Fprintf(out, "             API: \"Authorization: Bearer %s\" on %s/approvals/ and %s/v1/reviews\n", token, addr, addr)
+	fmt.Fprintf(out, "             CLI: custos approvals --store %s list\n", loc)
 
 	var serveErr error
 	select {

@@ -233,3 +233,50 @@ func TestServeReplayedDecision(t *testing.T) {
 		t.Fatalf("final %d, upstream %d", code, g.upstream.Load())
 	}
 }
+
+// A profile whose oversight comes after execution runs the call, queues a
+// review, and reviewers record their verdict through the review API.
+func TestServePostExecutionReview(t *testing.T) {
+	g := startGateway(t, filepath.Join(t.TempDir(), "data"), nil)
+	defer g.stop()
+	code, _, hdr := g.send(t, "demo.echo", "PAC-AGRICULTURE", map[string]any{"parcel": "FR-12"}, nil)
+	if code != 200 {
+		t.Fatalf("post-execution request: %d", code)
+	}
+	id := hdr.Get("Custos-Exchange")
+	call := func(method, path, body string, token string) (int, map[string]any) {
+		req, _ := http.NewRequestWithContext(t.Context(), method, g.url+path, strings.NewReader(body))
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		c, m, _ := g.do(t, req)
+		return c, m
+	}
+	if c, _ := call("GET", "/v1/reviews", "", ""); c != 401 {
+		t.Fatalf("reviews without credentials: %d", c)
+	}
+	c, list := call("GET", "/v1/reviews?state=open", "", g.token)
+	reviews, _ := list["reviews"].([]any)
+	if c != 200 || len(reviews) != 1 || reviews[0].(map[string]any)["exchange_id"] != id || reviews[0].(map[string]any)["mode"] != "required_post_execution" {
+		t.Fatalf("open reviews: %d %v", c, list)
+	}
+	if c, m := call("POST", "/v1/reviews/"+id, `{"verdict":"accepted","justification":"parcel matches"}`, g.token); c != 200 || m["reviewer"] != "admin" {
+		t.Fatalf("verdict: %d %v", c, m)
+	}
+	if c, _ := call("POST", "/v1/reviews/"+id, `{"verdict":"flagged"}`, g.token); c != 409 {
+		t.Fatalf("a second verdict: %d", c)
+	}
+	if c, _ := call("POST", "/v1/reviews/"+id, `{"verdict":"maybe"}`, g.token); c != 400 && c != 409 {
+		t.Fatalf("a bad verdict: %d", c)
+	}
+	resp, err := http.Get(g.url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var metrics bytes.Buffer
+	_, _ = metrics.ReadFrom(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(metrics.String(), "custos_reviews_open 0") {
+		t.Fatalf("metrics:\n%s", metrics.String())
+	}
+}

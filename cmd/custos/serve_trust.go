@@ -4,21 +4,32 @@ import (
 	"github.com/custos-runtime/custos/arsia/sig"
 	"github.com/custos-runtime/custos/gateway"
 	"github.com/custos-runtime/custos/gateway/config"
+	"github.com/custos-runtime/custos/gateway/trust"
 )
 
-// newTrust builds the key source of the configured senders' keys and the
-// trust policy (nil when none is configured).
+// newTrust builds the trust store of the configured senders' keys (JWKS
+// files and URLs, discovered peers), revocations, CA roots and minimum
+// trust levels. The store is both the key source and the trust policy: the
+// key source lets keys the configuration revoked reach the policy, which
+// answers certificate_revoked with its reason (see trust.Store.GatewayKeys).
 func newTrust(t config.Trust) (sig.KeySource, gateway.TrustPolicy, error) {
-	var sources sig.KeySources
-	for _, f := range t.JWKSFiles {
-		sources = append(sources, sig.NewJWKSFile(f))
+	peers := make([]trust.Peer, len(t.Peers))
+	for i, p := range t.Peers {
+		peers[i] = trust.Peer{Agent: p.Agent, URL: p.URL}
 	}
-	for _, u := range t.JWKSURLs {
-		s, err := sig.NewHTTPJWKS(u, nil)
-		if err != nil {
-			return nil, nil, err
-		}
-		sources = append(sources, s)
+	s, err := trust.New(trust.Config{
+		JWKSFiles:                t.JWKSFiles,
+		JWKSURLs:                 t.JWKSURLs,
+		Peers:                    peers,
+		CAFiles:                  t.CAFiles,
+		RevokedKIDs:              t.RevokedKIDs,
+		RevokedThumbprints:       t.RevokedThumbprints,
+		Policy:                   t.MinTrustLevel.Policy(),
+		IdentityTTL:              t.IdentityTTL,
+		RequireIdentitySignature: t.RequireIdentitySignature,
+	}, nil)
+	if err != nil {
+		return nil, nil, err
 	}
-	return sources, nil, nil
+	return s.GatewayKeys(), s, nil
 }

@@ -21,6 +21,8 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/custos-runtime/custos/arsia"
+	"github.com/custos-runtime/custos/arsia/identity"
+	"github.com/custos-runtime/custos/gateway/exchange"
 )
 
 // Defaults.
@@ -63,6 +65,13 @@ type Config struct {
 	// Reviewers may decide approvals through the HTTP API with their API
 	// token (kept only as its SHA-256: custos serve token prints one).
 	Reviewers []Reviewer `yaml:"reviewers"`
+	// Roles say what reviewers may decide (reviewers.go).
+	Roles map[string]Role `yaml:"roles"`
+	// SeparationOfDuties are the compliance profiles whose requests their
+	// requester may not approve; JustificationRequired those whose
+	// approvals need a written justification.
+	SeparationOfDuties    []string `yaml:"separation_of_duties"`
+	JustificationRequired []string `yaml:"justification_required"`
 	// Oversight tunes the approvals the compliance profiles demand.
 	Oversight Oversight `yaml:"oversight"`
 	// RateLimit bounds each sender's request rate.
@@ -78,12 +87,141 @@ type RateLimit struct {
 	Burst     int     `yaml:"burst"`
 }
 
-// Trust lists where senders' public keys come from.
+// Trust lists where senders' public keys come from and how much identity
+// assurance calls demand (package gateway/trust, docs/trust.md).
 type Trust struct {
 	// JWKSFiles are local JWKS files (re-read when they change).
 	JWKSFiles []string `yaml:"jwks_files"`
 	// JWKSURLs are remote JWKS documents (HTTPS, cached per Cache-Control).
 	JWKSURLs []string `yaml:"jwks_urls"`
+	// Peers are agents whose keys and identity record are discovered from
+	// their base URL (URL/.well-known/arsia).
+	Peers []TrustPeer `yaml:"peers"`
+	// CAFiles are PEM files of the CA certificates whose chains make a
+	// peer L2 (L3 with QcStatements).
+	CAFiles []string `yaml:"ca_files"`
+	// RevokedKIDs are kids refused (certificate_revoked) even while a
+	// JWKS still publishes them.
+	RevokedKIDs []string `yaml:"revoked_kids"`
+	// RevokedThumbprints are RFC 7638 SHA-256 JWK thumbprints (unpadded
+	// base64url) of keys refused under any kid.
+	RevokedThumbprints []string `yaml:"revoked_thumbprints"`
+	// MinTrustLevel is the minimum trust level of a sender.
+	MinTrustLevel MinTrustLevel `yaml:"min_trust_level"`
+	// IdentityTTL is how long a peer's identity record is cached (1 h
+	// when zero).
+	IdentityTTL time.Duration `yaml:"identity_ttl"`
+	// RequireIdentitySignature refuses identity records without an
+	// X-ARSIA-Sig header.
+	RequireIdentitySignature bool `yaml:"require_identity_signature"`
+}
+
+// TrustPeer is a discovered agent: its agent id and base URL.
+type TrustPeer struct {
+	Agent string `yaml:"agent"`
+	URL   string `yaml:"url"`
+}
+
+// MinTrustLevel is the minimum trust level (L1, L2, L3) by default, per
+// effective compliance profile and per capability pattern; the highest
+// that applies to a call wins.
+type MinTrustLevel struct {
+	Default      identity.TrustLevel            `yaml:"default"`
+	Profiles     map[string]identity.TrustLevel `yaml:"profiles"`
+	Capabilities map[string]identity.TrustLevel `yaml:"capabilities"`
+}
+
+// UnmarshalYAML accepts the mapping form and a bare level, which sets
+// the default ("min_trust_level: L2").
+func (m *MinTrustLevel) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode {
+		if err := m.Default.UnmarshalText([]byte(n.Value)); err != nil {
+			return fmt.Errorf("line %d: min_trust_level: %w", n.Line, err)
+		}
+		return nil
+	}
+	// Node.Decode does not inherit KnownFields: refuse misspelt keys here.
+	if n.Kind == yaml.MappingNode {
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			switch k := n.Content[i].Value; k {
+			case "default", "profiles", "capabilities":
+			default:
+				return fmt.Errorf("line %d: min_trust_level: field %s not found (want default, profiles, capabilities)", n.Content[i].Line, k)
+			}
+		}
+	}
+	type plain MinTrustLevel
+	var p plain
+	if err := n.Decode(&p); err != nil {
+		return fmt.Errorf("min_trust_level: %w", err)
+	}
+	*m = MinTrustLevel(p)
+	return nil
+}
+
+// Policy returns the levels as an identity.Policy.
+func (m MinTrustLevel) Policy() identity.Policy {
+	return identity.Policy{Default: m.Default, ByProfile: m.Profiles, ByCapability: m.Capabilities}
+}
+
+// check reports the problems of the trust settings.
+func (t Trust) check() []error {
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	trustURL := func(raw string) bool {
+		u, err := url.Parse(raw)
+		if err != nil || u.Host == "" || u.User != nil {
+			return false
+		}
+		h := u.Hostname()
+		ip := net.ParseIP(h)
+		return u.Scheme == "https" || u.Scheme == "http" && (strings.EqualFold(h, "localhost") || ip != nil && ip.IsLoopback())
+	}
+	for _, u := range t.JWKSURLs {
+		if !trustURL(u) {
+			bad("trust.jwks_urls: %q is not an https URL", u)
+		}
+	}
+	for _, f := range t.JWKSFiles {
+		if f == "" {
+			bad("trust.jwks_files: empty path")
+		}
+	}
+	seen := map[string]bool{}
+	for i, p := range t.Peers {
+		switch {
+		case !arsia.ValidAgentID(p.Agent):
+			bad("trust.peers[%d].agent %q is not an ARSIA agent identifier", i, p.Agent)
+		case seen[p.Agent]:
+			bad("trust.peers[%d]: %s is listed twice", i, p.Agent)
+		}
+		seen[p.Agent] = true
+		if !trustURL(p.URL) {
+			bad("trust.peers[%d].url %q: want an https URL (http only for localhost)", i, p.URL)
+		}
+	}
+	for _, f := range t.CAFiles {
+		if f == "" {
+			bad("trust.ca_files: empty path")
+		}
+	}
+	for _, k := range t.RevokedKIDs {
+		if a, label, ok := strings.Cut(k, "#"); !ok || label == "" || !arsia.ValidAgentID(a) {
+			bad("trust.revoked_kids: %q is not a kid (agent id, \"#\", label)", k)
+		}
+	}
+	for _, tp := range t.RevokedThumbprints {
+		if len(tp) != 43 || strings.Trim(tp, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_") != "" {
+			bad("trust.revoked_thumbprints: %q is not an unpadded base64url SHA-256 thumbprint", tp)
+		}
+	}
+	if err := t.MinTrustLevel.Policy().Validate(); err != nil {
+		bad("trust.min_trust_level: %v", err)
+	}
+	if t.IdentityTTL < 0 {
+		bad("trust.identity_ttl %s: negative", t.IdentityTTL)
+	}
+	return errs
 }
 
 // Sender is an agent allowed to call, and what it may call.
@@ -91,6 +229,10 @@ type Sender struct {
 	Agent string `yaml:"agent"`
 	// Capabilities are capability patterns ("billing.*").
 	Capabilities []string `yaml:"capabilities"`
+	// CallbackURL, when set, receives the approval_decision and the final
+	// reply of this sender's requests that waited for a human (https, or
+	// http to localhost).
+	CallbackURL string `yaml:"callback_url"`
 }
 
 // Handler says how one capability runs. Type is echo, http or exec; the
@@ -104,15 +246,6 @@ type Handler struct {
 	Timeout time.Duration `yaml:"timeout"`
 }
 
-// Reviewer is a person (or program) who may decide approvals.
-type Reviewer struct {
-	// ID is recorded as the actor of their decisions.
-	ID          string `yaml:"id"`
-	DisplayName string `yaml:"display_name"`
-	// TokenSHA256 is "sha256:" + hex SHA-256 of their API token.
-	TokenSHA256 string `yaml:"token_sha256"`
-}
-
 // Oversight tunes approvals.
 type Oversight struct {
 	// TTL is how long a reviewer has to decide.
@@ -120,6 +253,9 @@ type Oversight struct {
 	// AllowSession offers "approve for this session" with constraints
 	// pinning the capability.
 	AllowSession bool `yaml:"allow_session"`
+	// ReviewWithin is the deadline of a required_post_execution review
+	// (required_within_24h: at most 24 h).
+	ReviewWithin time.Duration `yaml:"review_within"`
 }
 
 // Default returns the configuration of a fresh install.
@@ -130,7 +266,7 @@ func Default() Config {
 		Agent:     DefaultAgent,
 		LogFormat: "text",
 		MaxBody:   DefaultMaxBody,
-		Oversight: Oversight{TTL: DefaultApprovalTT},
+		Oversight: Oversight{TTL: DefaultApprovalTT, ReviewWithin: 24 * time.Hour},
 		RateLimit: RateLimit{PerSecond: 20, Burst: 40},
 	}
 }
@@ -266,11 +402,7 @@ func (c *Config) Check() error {
 	if c.MaxBody <= 0 || c.MaxBody > 64<<20 {
 		bad("max_body %d: want 1 byte to 64 MiB", c.MaxBody)
 	}
-	for _, u := range c.Trust.JWKSURLs {
-		if p, err := url.Parse(u); err != nil || p.Scheme != "https" || p.Host == "" {
-			bad("trust.jwks_urls: %q is not an https URL", u)
-		}
-	}
+	errs = append(errs, c.Trust.check()...)
 	for i, s := range c.Senders {
 		if !arsia.ValidAgentID(s.Agent) {
 			bad("senders[%d].agent %q is not an ARSIA agent identifier", i, s.Agent)
@@ -281,6 +413,11 @@ func (c *Config) Check() error {
 		for _, p := range s.Capabilities {
 			if strings.TrimSuffix(p, "*") == "" && p != "*" {
 				bad("senders[%d]: empty capability pattern", i)
+			}
+		}
+		if s.CallbackURL != "" {
+			if err := exchange.CheckCallbackURL(s.CallbackURL); err != nil {
+				bad("senders[%d].callback_url: %v", i, err)
 			}
 		}
 	}
@@ -305,21 +442,14 @@ func (c *Config) Check() error {
 			bad("handlers.%s.timeout: negative", name)
 		}
 	}
-	seen := map[string]bool{}
-	for i, r := range c.Reviewers {
-		h, ok := strings.CutPrefix(r.TokenSHA256, "sha256:")
-		switch {
-		case r.ID == "":
-			bad("reviewers[%d]: no id", i)
-		case !ok || len(h) != 64 || strings.Trim(h, "0123456789abcdef") != "":
-			bad("reviewers[%d] (%s): token_sha256 must be \"sha256:\" and 64 lower-case hex digits (custos serve token prints one)", i, r.ID)
-		case seen[r.TokenSHA256]:
-			bad("reviewers[%d] (%s): the same token as another reviewer", i, r.ID)
-		}
-		seen[r.TokenSHA256] = true
+	for _, err := range c.checkReviewers() {
+		bad("%v", err)
 	}
 	if c.Oversight.TTL <= 0 || c.Oversight.TTL > arsia.MaxApprovalWindow {
 		bad("oversight.ttl %s: want more than 0 and at most %s", c.Oversight.TTL, arsia.MaxApprovalWindow)
+	}
+	if c.Oversight.ReviewWithin <= 0 {
+		bad("oversight.review_within %s: want more than 0", c.Oversight.ReviewWithin)
 	}
 	if c.RateLimit.PerSecond < 0 || c.RateLimit.Burst < 0 || (c.RateLimit.PerSecond > 0 && c.RateLimit.Burst == 0) {
 		bad("rate_limit: per_second and burst must be >= 0, and burst > 0 when a rate is set")

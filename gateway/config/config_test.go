@@ -155,3 +155,119 @@ func TestReviewers(t *testing.T) {
 		}
 	}
 }
+
+func TestTokens(t *testing.T) {
+	for name, tc := range map[string]struct {
+		yml string
+		ok  bool
+	}{
+		"absent":          {"", true},
+		"off":             {"tokens: {mode: off}\n", true},
+		"bearer file":     {"tokens:\n  mode: bearer\n  issuers: [{issuer: https://as.example, jwks_file: as.jwks.json}]\n", true},
+		"dpop url":        {"tokens:\n  mode: dpop\n  issuers: [{issuer: https://as.example, jwks_url: https://as.example/jwks.json}]\n  max_lifetime: 5m\n  clock_skew: 60s\n  replay_window: 30s\n  replay_capacity: 1000\n", true},
+		"any":             {"tokens:\n  mode: any\n  issuers: [{issuer: a, jwks_file: a.json}, {issuer: b, jwks_file: b.json}]\n", true},
+		"unknown mode":    {"tokens: {mode: sometimes}\n", false},
+		"no issuers":      {"tokens: {mode: bearer}\n", false},
+		"no iss":          {"tokens:\n  mode: bearer\n  issuers: [{jwks_file: a.json}]\n", false},
+		"no keys":         {"tokens:\n  mode: bearer\n  issuers: [{issuer: a}]\n", false},
+		"both keys":       {"tokens:\n  mode: bearer\n  issuers: [{issuer: a, jwks_file: a.json, jwks_url: https://a/jwks}]\n", false},
+		"http jwks":       {"tokens:\n  mode: bearer\n  issuers: [{issuer: a, jwks_url: http://a/jwks}]\n", false},
+		"twice":           {"tokens:\n  mode: bearer\n  issuers: [{issuer: a, jwks_file: a.json}, {issuer: a, jwks_file: b.json}]\n", false},
+		"negative life":   {"tokens:\n  mode: bearer\n  max_lifetime: -1s\n  issuers: [{issuer: a, jwks_file: a.json}]\n", false},
+		"skew too large":  {"tokens:\n  mode: bearer\n  clock_skew: 301s\n  issuers: [{issuer: a, jwks_file: a.json}]\n", false},
+		"window too long": {"tokens:\n  mode: dpop\n  replay_window: 10m\n  issuers: [{issuer: a, jwks_file: a.json}]\n", false},
+		"unknown key":     {"tokens:\n  mode: bearer\n  issuer: a\n", false},
+	} {
+		c := Default()
+		err := c.Decode(strings.NewReader(tc.yml), "custos.yaml")
+		if err == nil {
+			err = c.Check()
+		}
+		if (err == nil) != tc.ok {
+			t.Errorf("%s: err = %v, want ok %v", name, err, tc.ok)
+		}
+	}
+}
+
+// Unset token settings get their defaults.
+func TestTokensDefaults(t *testing.T) {
+	c := Default()
+	if err := c.Check(); err != nil {
+		t.Fatal(err)
+	}
+	if c.Tokens.Mode != TokensOff || c.Tokens.ClockSkew != DefaultClockSkew || c.Tokens.ReplayWindow != DefaultClockSkew {
+		t.Fatalf("defaults: %+v", c.Tokens)
+	}
+	c = Default()
+	if err := c.Decode(strings.NewReader("tokens: {mode: dpop, clock_skew: 30s, issuers: [{issuer: a, jwks_file: a.json}]}\n"), "x"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Check(); err != nil {
+		t.Fatal(err)
+	}
+	if c.Tokens.ReplayWindow != 30*time.Second {
+		t.Fatalf("replay_window %s, want the clock_skew", c.Tokens.ReplayWindow)
+	}
+}
+
+func TestTrust(t *testing.T) {
+	const full = `trust:
+  jwks_files: [keys/jwks.json]
+  jwks_urls: ["https://keys.example/jwks.json", "http://127.0.0.1:9000/jwks.json"]
+  peers:
+    - {agent: agent:acme.billing, url: "https://billing.acme.example"}
+    - {agent: agent:acme.local, url: "http://localhost:8081"}
+  ca_files: [/etc/custos/ca.pem]
+  revoked_kids: ["agent:acme.billing#key-2019"]
+  revoked_thumbprints: [NzbLsXh8uDCcd-6MNwXF4W_7noWXFZAfHkxZsRGC9Xs]
+  min_trust_level:
+    default: L1
+    profiles: {EU-AI-ACT-HIGH-RISK: L2}
+    capabilities: {"payments.*": L3}
+  identity_ttl: 30m
+  require_identity_signature: true
+`
+	c := Default()
+	if err := c.Decode(strings.NewReader(full), "custos.yaml"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Check(); err != nil {
+		t.Fatal(err)
+	}
+	tr := c.Trust
+	p := tr.MinTrustLevel.Policy()
+	if len(tr.Peers) != 2 || tr.Peers[0].Agent != "agent:acme.billing" || tr.IdentityTTL != 30*time.Minute ||
+		!tr.RequireIdentitySignature || len(tr.CAFiles) != 1 || len(tr.RevokedKIDs) != 1 || len(tr.RevokedThumbprints) != 1 ||
+		p.Default.String() != "L1" || p.ByProfile["EU-AI-ACT-HIGH-RISK"].String() != "L2" || p.ByCapability["payments.*"].String() != "L3" {
+		t.Fatalf("trust: %+v", tr)
+	}
+	// A bare level is the default.
+	c = Default()
+	if err := c.Decode(strings.NewReader("trust:\n  min_trust_level: L2\n"), "custos.yaml"); err != nil || c.Trust.MinTrustLevel.Default.String() != "L2" {
+		t.Fatalf("bare level: %v %+v", err, c.Trust.MinTrustLevel)
+	}
+	for name, tc := range map[string]struct{ yml, want string }{
+		"peer bad agent":    {"trust:\n  peers: [{agent: acme, url: \"https://a.example\"}]\n", "trust.peers[0].agent"},
+		"peer over http":    {"trust:\n  peers: [{agent: agent:a.b, url: \"http://a.example\"}]\n", "trust.peers[0].url"},
+		"peer twice":        {"trust:\n  peers: [{agent: agent:a.b, url: \"https://a.example\"}, {agent: agent:a.b, url: \"https://b.example\"}]\n", "listed twice"},
+		"peer unknown key":  {"trust:\n  peers: [{agent: agent:a.b, uri: \"https://a.example\"}]\n", "field uri not found"},
+		"revoked not a kid": {"trust:\n  revoked_kids: [agent:a.b]\n", "trust.revoked_kids"},
+		"bad thumbprint":    {"trust:\n  revoked_thumbprints: [abc]\n", "trust.revoked_thumbprints"},
+		"bad level":         {"trust:\n  min_trust_level: {profiles: {GDPR-STANDARD: L4}}\n", "min_trust_level"},
+		"bad pattern":       {"trust:\n  min_trust_level: {capabilities: {\"pay*\": L2}}\n", "trust.min_trust_level"},
+		"misspelt key":      {"trust:\n  min_trust_level: {profile: {GDPR-STANDARD: L2}}\n", "field profile not found"},
+		"negative ttl":      {"trust:\n  identity_ttl: -1s\n", "trust.identity_ttl"},
+		"jwks not loopback": {"trust:\n  jwks_urls: [\"http://10.0.0.1/jwks.json\"]\n", "not an https URL"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := Default()
+			err := c.Decode(strings.NewReader(tc.yml), "custos.yaml")
+			if err == nil {
+				err = c.Check()
+			}
+			if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want ErrConfig mentioning %q", err, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,146 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/custos-runtime/custos/asc"
+	"github.com/custos-runtime/custos/audit"
+	"github.com/custos-runtime/custos/gateway"
+	"github.com/custos-runtime/custos/gateway/exchange"
+)
+
+// ReviewsOptions configures the review queue endpoints.
+type ReviewsOptions struct {
+	Gateway *gateway.Gateway
+	// Auth establishes the reviewer: the verdict is recorded under the
+	// authenticated identity, never one named in the body.
+	Auth Authenticator
+	// Now is the clock of "overdue" (time.Now when nil).
+	Now func() time.Time
+}
+
+// NewReviews returns the handler of the post-execution review queue, for
+// the compliance profiles whose human oversight comes after execution
+// (required_post_execution, required_within_24h):
+//
+//	GET  /v1/reviews?state=open|overdue|all   the reviews, due first
+//	GET  /v1/reviews/{exchange}               one review
+//	POST /v1/reviews/{exchange}               {"verdict": "accepted"|"flagged", "justification": "..."}
+//
+// Every endpoint needs an authenticated reviewer.
+func NewReviews(o ReviewsOptions) (http.Handler, error) {
+	if o.Gateway == nil || o.Auth == nil {
+		return nil, errors.New("httpapi: reviews need a gateway and an authenticator")
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	mux := http.NewServeMux()
+	auth := func(next func(http.ResponseWriter, *http.Request, audit.Actor)) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			a, err := o.Auth.Authenticate(r)
+			if err != nil {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="custos"`)
+				problem(w, asc.AuthenticationRequired, http.StatusUnauthorized, "Send a reviewer's credentials.")
+				return
+			}
+			next(w, r, audit.Actor{ID: a.ID, Type: string(a.Type), AuthenticatedBy: a.AuthenticatedBy})
+		}
+	}
+	mux.HandleFunc("GET /v1/reviews", auth(func(w http.ResponseWriter, r *http.Request, _ audit.Actor) {
+		f := exchange.ReviewFilter{Limit: 500}
+		switch r.URL.Query().Get("state") {
+		case "", "open":
+			f.Open = true
+		case "overdue":
+			f.Overdue = o.Now()
+		case "all":
+		default:
+			problem(w, asc.InvalidRequest, http.StatusBadRequest, "state must be open, overdue or all.")
+			return
+		}
+		rs, err := o.Gateway.Reviews(r.Context(), f)
+		if err != nil {
+			problem(w, asc.DependencyUnavailable, http.StatusServiceUnavailable, "The review queue is unavailable.")
+			return
+		}
+		out := make([]reviewJSON, 0, len(rs))
+		for _, rv := range rs {
+			out = append(out, reviewOf(rv, o.Now()))
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"reviews": out})
+	}))
+	mux.HandleFunc("GET /v1/reviews/{id}", auth(func(w http.ResponseWriter, r *http.Request, _ audit.Actor) {
+		rv, err := o.Gateway.Review(r.Context(), r.PathValue("id"))
+		if err != nil {
+			reviewFailure(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, reviewOf(rv, o.Now()))
+	}))
+	mux.HandleFunc("POST /v1/reviews/{id}", auth(func(w http.ResponseWriter, r *http.Request, actor audit.Actor) {
+		var body struct {
+			Verdict       exchange.Verdict `json:"verdict"`
+			Justification string           `json:"justification"`
+		}
+		dec := json.NewDecoder(io.LimitReader(r.Body, 16<<10))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&body); err != nil {
+			problem(w, asc.InvalidRequest, http.StatusBadRequest, "The body must be {\"verdict\": \"accepted\"|\"flagged\", \"justification\": \"...\"}.")
+			return
+		}
+		rv, err := o.Gateway.CompleteReview(r.Context(), r.PathValue("id"), actor, body.Verdict, body.Justification)
+		if err != nil {
+			reviewFailure(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, reviewOf(rv, o.Now()))
+	}))
+	return mux, nil
+}
+
+// reviewJSON is a review on the wire.
+type reviewJSON struct {
+	ExchangeID    string     `json:"exchange_id"`
+	Mode          string     `json:"mode"`
+	Profile       string     `json:"profile,omitempty"`
+	Sender        string     `json:"sender"`
+	Capability    string     `json:"capability"`
+	Outcome       string     `json:"outcome"`
+	CreatedAt     time.Time  `json:"created_at"`
+	DueAt         time.Time  `json:"due_at"`
+	Overdue       bool       `json:"overdue"`
+	TimedOut      bool       `json:"oversight_timeout"`
+	ReviewedAt    *time.Time `json:"reviewed_at,omitempty"`
+	Reviewer      string     `json:"reviewer,omitempty"`
+	Verdict       string     `json:"verdict,omitempty"`
+	Justification string     `json:"justification,omitempty"`
+}
+
+func reviewOf(r exchange.Review, now time.Time) reviewJSON {
+	out := reviewJSON{ExchangeID: r.ExchangeID, Mode: r.Mode, Profile: r.Profile, Sender: r.Sender, Capability: r.Capability,
+		Outcome: string(r.Outcome), CreatedAt: r.CreatedAt, DueAt: r.DueAt, Overdue: r.Overdue(now), TimedOut: r.TimedOut,
+		Reviewer: r.Reviewer, Verdict: string(r.Verdict), Justification: r.Justification}
+	if !r.Open() {
+		t := r.ReviewedAt
+		out.ReviewedAt = &t
+	}
+	return out
+}
+
+func reviewFailure(w http.ResponseWriter, err error) {
+	switch {
+	case errors.Is(err, exchange.ErrNotFound):
+		problem(w, asc.NotFound, http.StatusNotFound, "No review for that exchange.")
+	case errors.Is(err, exchange.ErrInvalid):
+		problem(w, asc.InvalidRequest, http.StatusBadRequest, err.Error())
+	case errors.Is(err, gateway.ErrReviewed):
+		problem(w, asc.Conflict, http.StatusConflict, err.Error())
+	default:
+		problem(w, asc.DependencyUnavailable, http.StatusServiceUnavailable, "The review could not be recorded; retry.")
+	}
+}

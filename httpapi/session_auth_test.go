@@ -1,0 +1,54 @@
+package httpapi
+
+import (
+	"errors"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/custos-runtime/custos/aais"
+)
+
+func TestSessionAuth(t *testing.T) {
+	toks, _ := NewTokens(map[string]aais.Actor{TokenHash("tok"): {ID: "bot", Type: aais.ActorHuman}})
+	sessions := NewSessions(SessionOptions{})
+	w := httptest.NewRecorder()
+	ss := sessions.start(w, httptest.NewRequest("POST", "/login", nil), aais.Actor{ID: "alice", Type: aais.ActorHuman})
+	cookie := w.Result().Cookies()[0]
+	auth := SessionAuth{Bearer: toks, Sessions: sessions}
+
+	r := httptest.NewRequest("GET", "http://custos.test/v1/reviews", nil)
+	r.Header.Set("Authorization", "Bearer tok")
+	if a, err := auth.Authenticate(r); err != nil || a.ID != "bot" {
+		t.Fatalf("bearer: %+v %v", a, err)
+	}
+	r = httptest.NewRequest("GET", "http://custos.test/v1/reviews", nil)
+	r.AddCookie(cookie)
+	if a, err := auth.Authenticate(r); err != nil || a.ID != "alice" {
+		t.Fatalf("cookie GET: %+v %v", a, err)
+	}
+	post := func(origin, csrf string) error {
+		r := httptest.NewRequest("POST", "http://custos.test/v1/reviews/x", nil)
+		r.AddCookie(cookie)
+		if origin != "" {
+			r.Header.Set("Origin", origin)
+		}
+		if csrf != "" {
+			r.Header.Set(CSRFHeader, csrf)
+		}
+		_, err := auth.Authenticate(r)
+		return err
+	}
+	if err := post("http://custos.test", ""); !errors.Is(err, ErrCSRF) || !errors.Is(err, ErrUnauthenticated) {
+		t.Fatalf("POST without the token: %v", err)
+	}
+	if err := post("https://evil.example", ss.csrf); !errors.Is(err, ErrCSRF) {
+		t.Fatalf("POST from another origin: %v", err)
+	}
+	if err := post("http://custos.test", ss.csrf); err != nil {
+		t.Fatalf("POST with the token: %v", err)
+	}
+	r = httptest.NewRequest("GET", "/", nil)
+	if _, err := auth.Authenticate(r); !errors.Is(err, ErrUnauthenticated) {
+		t.Fatalf("nothing: %v", err)
+	}
+}

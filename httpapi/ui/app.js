@@ -1,0 +1,532 @@
+// Custos reviewer inbox: vanilla JavaScript, no build step, no dependencies.
+// Every value from the server is rendered as text (text nodes and
+// textContent only, never parsed as HTML); the server's Content-Security-Policy forbids inline script.
+"use strict";
+
+(function () {
+  const $ = (id) => document.getElementById(id);
+
+  // ---- state ----
+  const state = {
+    me: null,          // {actor, roles, csrf_token}
+    pending: new Map(), // request id -> request
+    seq: -1,           // last applied sequence
+    es: null,          // EventSource
+    open: null,        // id of the request shown in detail
+    resolved: new Map(), // request id -> resolution seen live
+    stream: "web-" + hex(6),
+    nextSeq: 1,
+    drafts: new Map(), // request id -> justification being written
+  };
+
+  // ---- helpers ----
+  function hex(n) {
+    const b = new Uint8Array(n);
+    crypto.getRandomValues(b);
+    return Array.from(b, (x) => x.toString(16).padStart(2, "0")).join("");
+  }
+
+  // visible shows control, bidi and zero-width characters as ⟨U+XXXX⟩ so a
+  // value cannot hide or reorder what the reviewer reads.
+  const hidden = /[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]/g;
+  function visible(s) {
+    return String(s).replace(hidden, (c) => "⟨U+" + c.charCodeAt(0).toString(16).toUpperCase().padStart(4, "0") + "⟩");
+  }
+
+  // el builds an element; string children become text nodes.
+  function el(tag, attrs, ...children) {
+    const e = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (v === undefined || v === null || v === false) continue;
+      if (k === "class") e.className = v;
+      else if (k === "text") e.textContent = visible(v);
+      else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
+      else e.setAttribute(k, v === true ? "" : String(v));
+    }
+    for (const c of children) {
+      if (c === undefined || c === null || c === false) continue;
+      e.append(typeof c === "string" || typeof c === "number" ? document.createTextNode(visible(c)) : c);
+    }
+    return e;
+  }
+
+  function clear(node) {
+    while (node.firstChild) node.removeChild(node.firstChild);
+  }
+
+  function announce(msg) {
+    $("announce").textContent = msg;
+  }
+
+  async function api(method, path, body) {
+    const headers = { Accept: "application/json" };
+    if (body !== undefined) headers["Content-Type"] = "application/json";
+    if (method !== "GET" && state.me && state.me.csrf_token) headers["X-CSRF-Token"] = state.me.csrf_token;
+    const resp = await fetch(path, {
+      method, headers, credentials: "same-origin", cache: "no-store",
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    let data = null;
+    const text = await resp.text();
+    if (text) {
+      try { data = JSON.parse(text); } catch (e) { data = { detail: text }; }
+    }
+    if (resp.status === 401 && path !== "/login") {
+      signedOut("Your session has ended. Please sign in again.");
+    }
+    return { status: resp.status, ok: resp.ok, data };
+  }
+
+  function problemText(r) {
+    const d = r.data || {};
+    let s = d.detail || d.title || ("HTTP " + r.status);
+    if (d.agent_status && d.agent_status.name) s += " (" + d.agent_status.name + ")";
+    return s;
+  }
+
+  function fmtTime(s) {
+    if (!s) return "";
+    const d = new Date(s);
+    if (isNaN(d)) return s;
+    return d.toLocaleString();
+  }
+
+  function left(deadline) {
+    const ms = new Date(deadline) - Date.now();
+    if (ms <= 0) return { text: "expired", soon: true };
+    const s = Math.floor(ms / 1000);
+    const h = Math.floor(s / 3600), m = Math.floor((s % 3600) / 60), sec = s % 60;
+    const text = (h ? h + "h " : "") + (h || m ? m + "m " : "") + sec + "s left";
+    return { text, soon: ms < 60000 };
+  }
+
+  function countdown(deadline) {
+    if (!deadline) return el("span", { class: "muted" }, "no deadline");
+    return el("span", { class: "countdown", "data-deadline": deadline, "aria-label": "time left" }, left(deadline).text);
+  }
+
+  function tick() {
+    for (const c of document.querySelectorAll("[data-deadline]")) {
+      const l = left(c.getAttribute("data-deadline"));
+      c.textContent = l.text;
+      c.classList.toggle("soon", l.soon);
+    }
+  }
+
+  function profileOf(req) {
+    const x = req.extensions && req.extensions["custos.dev/exchange"];
+    return x && typeof x.profile === "string" ? x.profile : "";
+  }
+
+  // ---- sign-in ----
+  function showLogin(msg) {
+    $("app-view").hidden = true;
+    $("whoami").hidden = true;
+    $("login-view").hidden = false;
+    $("login-error").textContent = msg || "";
+    $("login-id").focus();
+  }
+
+  function signedOut(msg) {
+    state.me = null;
+    if (state.es) { state.es.close(); state.es = null; }
+    showLogin(msg);
+  }
+
+  async function login(body, button) {
+    button.disabled = true;
+    $("login-error").textContent = "";
+    try {
+      const r = await api("POST", "/login", body);
+      if (!r.ok) {
+        $("login-error").textContent = r.status === 401 ? "Wrong id, password or token." : problemText(r);
+        return;
+      }
+      state.me = r.data;
+      $("login-pass").value = "";
+      $("login-token-value").value = "";
+      start();
+    } catch (e) {
+      $("login-error").textContent = "The server could not be reached.";
+    } finally {
+      button.disabled = false;
+    }
+  }
+
+  $("login-password").addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    login({ id: $("login-id").value.trim(), password: $("login-pass").value }, $("login-password-submit"));
+  });
+  $("login-token").addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    login({ token: $("login-token-value").value.trim() }, $("login-token-submit"));
+  });
+  $("logout").addEventListener("click", async () => {
+    await api("POST", "/logout");
+    signedOut("You signed out.");
+  });
+
+  // ---- the live list ----
+  function start() {
+    $("login-view").hidden = true;
+    $("app-view").hidden = false;
+    $("whoami").hidden = false;
+    const a = state.me.actor;
+    $("whoami-name").textContent = visible(a.display_name ? a.display_name + " (" + a.id + ")" : a.id);
+    $("whoami-roles").textContent = state.me.roles && state.me.roles.length ? "roles: " + visible(state.me.roles.join(", ")) : "";
+    connect();
+    loadHistory();
+    loadRules();
+    route();
+  }
+
+  function setLive(s, text) {
+    const l = $("live");
+    l.setAttribute("data-state", s);
+    l.textContent = text;
+  }
+
+  // connect opens the event stream; it starts with a snapshot.
+  function connect() {
+    if (state.es) state.es.close();
+    state.seq = -1;
+    setLive("connecting", "connecting…");
+    const es = new EventSource("/approvals/events");
+    state.es = es;
+    es.addEventListener("open", () => setLive("live", "live"));
+    es.addEventListener("error", async () => {
+      setLive("connecting", "reconnecting…");
+      if (es.readyState === EventSource.CLOSED) {
+        // Refused (signed out, or the server went away): check why. A 401
+        // shows the sign-in form; otherwise try again shortly.
+        const r = await api("GET", "/approvals/me").catch(() => null);
+        if ((!r || r.ok) && state.es === es) setTimeout(() => { if (state.es === es) connect(); }, 3000);
+      }
+    });
+    es.addEventListener("approval.snapshot", (ev) => {
+      const m = JSON.parse(ev.data);
+      state.pending.clear();
+      for (const r of m.snapshot.pending) state.pending.set(r.id, r);
+      state.seq = m.snapshot.as_of_sequence;
+      renderList();
+      if (state.open) renderDetail();
+    });
+    es.addEventListener("gap", () => {
+      // The stream restarts with a fresh snapshot right after a gap.
+      state.seq = -1;
+    });
+    for (const type of ["approval.requested", "approval.resolved", "approval.activity"]) {
+      es.addEventListener(type, (ev) => apply(JSON.parse(ev.data), es));
+    }
+  }
+
+  function apply(m, es) {
+    if (m.type === "approval.activity") {
+      if (state.open === m.activity.request_id) {
+        const log = $("activity-log");
+        if (log) log.append(el("li", {}, m.activity.message));
+      }
+      return;
+    }
+    if (state.seq < 0 || m.sequence <= state.seq) return; // before the snapshot, or already seen
+    if (m.sequence !== state.seq + 1) {
+      // Missed events: take a new snapshot.
+      if (state.es === es) connect();
+      return;
+    }
+    state.seq = m.sequence;
+    if (m.type === "approval.requested") {
+      state.pending.set(m.request.id, m.request);
+      announce("New request: " + m.request.action.name);
+      renderList();
+    } else if (m.type === "approval.resolved") {
+      const res = m.resolution;
+      state.resolved.set(res.request_id, res);
+      state.pending.delete(res.request_id);
+      renderList();
+      if (state.open === res.request_id) renderDetail();
+      loadHistory();
+      loadRules();
+    }
+  }
+
+  function renderList() {
+    const list = $("pending-list");
+    clear(list);
+    const reqs = Array.from(state.pending.values()).sort((a, b) => (a.created_at < b.created_at ? -1 : 1));
+    $("pending-count").textContent = String(reqs.length);
+    $("pending-empty").hidden = reqs.length > 0;
+    for (const r of reqs) {
+      const a = r.action;
+      const profile = profileOf(r);
+      const b = el("button", {
+        type: "button", class: "item", "data-request": r.id,
+        "aria-current": state.open === r.id ? "true" : null,
+        onclick: () => { location.hash = "#/request/" + encodeURIComponent(r.id); },
+      },
+      el("div", { class: "item-title" }, a.summary),
+      el("div", { class: "item-meta" },
+        el("span", { class: "risk risk-" + r.risk.level }, r.risk.level),
+        el("span", { class: "mono" }, a.name),
+        profile ? el("span", {}, profile) : null,
+        el("span", {}, "from " + (r.origin.agent_id || r.origin.session_id)),
+        countdown(r.expires_at)));
+      list.append(el("li", {}, b));
+    }
+  }
+
+  // ---- routing ----
+  function route() {
+    const m = location.hash.match(/^#\/request\/(.+)$/);
+    state.open = m ? decodeURIComponent(m[1]) : null;
+    document.body.classList.toggle("detail-open", !!state.open);
+    $("detail-pane").hidden = !state.open;
+    renderList();
+    if (state.open) {
+      renderDetail();
+      $("detail-title").focus();
+    }
+  }
+  window.addEventListener("hashchange", () => { if (state.me) route(); });
+  $("detail-back").addEventListener("click", (ev) => {
+    ev.preventDefault();
+    const id = state.open;
+    history.pushState(null, "", location.pathname);
+    route();
+    const b = id && document.querySelector('[data-request="' + CSS.escape(id) + '"]');
+    if (b) b.focus(); else $("main").focus();
+  });
+
+  // ---- the detail view ----
+  const scopeWords = {
+    "approve/once": "Approves this one request only. The next request, even an identical one, will ask again.",
+    "approve/session": "Approves this request and remembers the approval for the rest of the agent's session: later requests of the same session that match the conditions below are approved without asking.",
+    "approve/persistent": "Approves this request and creates a lasting rule: later requests that match the conditions below are approved without asking, until the rule is revoked or expires.",
+    "deny/once": "Refuses this request. The action does not run; the agent has to ask again.",
+    "cancel/once": "Withdraws this request without approving or denying it. The action does not run.",
+  };
+
+  function constraintWords(c) {
+    const out = [];
+    const j = (v) => JSON.stringify(v);
+    for (const [k, v] of Object.entries(c || {})) {
+      switch (k) {
+        case "action_name": out.push("the action is named " + v); break;
+        case "action_kind": out.push("the action is of kind " + v); break;
+        case "action_digest": out.push("the action is exactly this one (" + v + ")"); break;
+        case "resource_prefix": out.push("the resource starts with " + v); break;
+        case "working_directory_prefix": out.push("the working directory is under " + v); break;
+        case "command_prefix": out.push("the command starts with " + j(v) + " and has no shell metacharacters after it"); break;
+        case "origin_harness": out.push("it comes from harness " + v); break;
+        case "origin_session": out.push("it comes from session " + v); break;
+        case "origin_project": out.push("it belongs to project " + v); break;
+        case "expires_at": out.push("until " + fmtTime(v)); break;
+        case "argument_equals":
+          for (const [p, x] of Object.entries(v)) out.push("argument " + p + " equals " + j(x));
+          break;
+        case "argument_prefix":
+          for (const [p, x] of Object.entries(v)) out.push("argument " + p + " starts with " + j(x));
+          break;
+        case "argument_glob":
+          for (const [p, x] of Object.entries(v)) out.push("argument " + p + " matches " + j(x));
+          break;
+        default: out.push(k + " = " + j(v));
+      }
+    }
+    return out;
+  }
+
+  function fact(dl, name, value) {
+    if (value === undefined || value === null || value === "") return;
+    dl.append(el("dt", {}, name), el("dd", {}, value));
+  }
+
+  async function renderDetail() {
+    const id = state.open;
+    const body = $("detail-body");
+    const req = state.pending.get(id);
+    clear(body);
+    if (!req) {
+      const res = state.resolved.get(id);
+      $("detail-title").textContent = visible(res ? "Request resolved" : "Request not pending");
+      if (res) {
+        body.append(el("p", { class: "notice " + (res.outcome === "approved" ? "good" : "bad"), id: "detail-outcome" },
+          "Outcome: " + res.outcome + (res.effective_scope ? " (" + res.effective_scope + ")" : "") + ". " + res.message));
+      } else {
+        body.append(el("p", { class: "muted" }, "This request is no longer pending (resolved, expired or unknown). See the resolved list."));
+      }
+      return;
+    }
+    const a = req.action;
+    const profile = profileOf(req);
+    $("detail-title").textContent = visible(a.summary);
+    body.append(el("p", { class: "untrusted" }, "The title above is the agent's own summary. What will run is below."));
+
+    const pres = a.presentation || {};
+    if (pres.redacted) {
+      body.append(el("p", { class: "redacted" }, "Some values are redacted. Bound to: " + (pres.binding_hint || "")));
+    }
+
+    body.append(el("h3", {}, "What will run"));
+    const run = el("dl", { class: "facts" });
+    fact(run, "Kind", el("code", {}, a.kind));
+    fact(run, "Name", el("code", {}, a.name));
+    fact(run, "Resource", a.resource);
+    fact(run, "Working directory", a.working_directory && el("code", {}, a.working_directory));
+    if (a.effects && a.effects.length) fact(run, "Effects", el("ul", {}, ...a.effects.map((e) => el("li", {}, e))));
+    fact(run, "Details", pres.details);
+    body.append(run);
+    body.append(el("h3", {}, "Arguments"), el("pre", { id: "detail-args", tabindex: "0", "aria-label": "arguments" }, JSON.stringify(a.arguments, null, 2)));
+
+    body.append(el("h3", {}, "Request"));
+    const meta = el("dl", { class: "facts" });
+    fact(meta, "Risk", el("span", {}, el("span", { class: "risk risk-" + req.risk.level }, req.risk.level)));
+    fact(meta, "Reasons", el("ul", {}, ...req.risk.reasons.map((r) => el("li", {}, r))));
+    fact(meta, "Compliance profile", profile || "none");
+    fact(meta, "Harness", req.origin.harness);
+    fact(meta, "Session", req.origin.session_id);
+    fact(meta, "Agent", req.origin.agent_id);
+    fact(meta, "Project", req.origin.project);
+    fact(meta, "Run", req.origin.run_id);
+    fact(meta, "Requested", fmtTime(req.created_at));
+    fact(meta, "Deadline", req.expires_at ? el("span", {}, fmtTime(req.expires_at) + " — ", countdown(req.expires_at)) : "none");
+    fact(meta, "Action digest", el("code", { id: "detail-digest" }, req.action_digest));
+    fact(meta, "Request id", el("code", {}, req.id));
+    body.append(meta);
+    body.append(el("ul", { id: "activity-log", class: "muted" }));
+
+    body.append(el("h3", {}, "Your decision"));
+    const permBox = el("div", {});
+    body.append(permBox);
+    const r = await api("GET", "/approvals/" + encodeURIComponent(id) + "/permission");
+    if (state.open !== id || !state.pending.has(id)) return;
+    const perm = r.ok ? r.data : { decide: false, approve: false, reason: problemText(r) };
+    if (perm.reason) permBox.append(el("p", { class: "notice bad", id: "detail-permission" }, perm.reason));
+
+    const just = el("textarea", { id: "justification", maxlength: "2000", "aria-describedby": "justification-hint",
+      required: perm.justification_required ? true : null });
+    permBox.append(el("div", { class: "field" },
+      el("label", { for: "justification" }, "Justification" + (perm.justification_required ? " (required to approve)" : " (optional)")),
+      just,
+      el("p", { class: "hint", id: "justification-hint" }, perm.justification_required
+        ? "Profile " + profile + " requires a written reason for every approval. It is recorded with your decision."
+        : "Recorded with your decision.")));
+    const result = el("p", { id: "decision-result", role: "status" });
+    just.value = state.drafts.get(id) || "";
+    just.addEventListener("input", () => {
+      state.drafts.set(id, just.value);
+      if (result.className === "error") { result.textContent = ""; result.className = ""; }
+    });
+    const choices = el("ul", { class: "choices" });
+    for (const c of req.choices) {
+      const key = c.decision + "/" + c.scope;
+      const allowed = perm.decide && (c.decision !== "approve" || perm.approve);
+      const cons = constraintWords(c.scope_constraints);
+      const btn = el("button", {
+        type: "button", class: c.decision === "approve" ? "" : (c.decision === "deny" ? "danger" : "secondary"),
+        "data-decision": c.decision, "data-scope": c.scope, disabled: allowed ? null : true,
+        onclick: () => decide(req, c, just, result, choices),
+      }, c.label);
+      choices.append(el("li", { class: "choice" }, btn,
+        el("p", {}, scopeWords[key] || (c.decision + ", scope " + c.scope)),
+        cons.length ? el("p", {}, "Conditions: " + cons.join("; ") + ".") : null));
+    }
+    permBox.append(choices, result);
+  }
+
+  async function decide(req, choice, just, result, choices) {
+    const text = just.value.trim();
+    if (choice.decision === "approve" && just.required && !text) {
+      result.className = "error";
+      result.textContent = "Write a justification first.";
+      just.focus();
+      return;
+    }
+    for (const b of choices.querySelectorAll("button")) b.disabled = true;
+    const now = new Date().toISOString();
+    const decision = {
+      id: "dec_" + hex(16), request_id: req.id, action_digest: req.action_digest, decided_at: now,
+      decision: choice.decision, scope: choice.scope,
+      // The server records the signed-in reviewer, whatever this says.
+      actor: { id: state.me.actor.id, type: "human" },
+    };
+    if (text) decision.extensions = { "custos.dev/justification": text };
+    const env = { aais: "1.0", type: "approval.decided", id: "evt_" + hex(16), occurred_at: now,
+      sequence: state.nextSeq++, stream: state.stream, decision };
+    const r = await api("POST", "/approvals/" + encodeURIComponent(req.id) + "/decisions", env);
+    if (r.ok && r.data && r.data.resolution) {
+      const res = r.data.resolution;
+      state.drafts.delete(req.id);
+      state.resolved.set(req.id, res);
+      result.className = "notice " + (res.outcome === "approved" ? "good" : "bad");
+      result.textContent = visible("Outcome: " + res.outcome + ". " + res.message);
+      announce("Decision recorded: " + res.outcome);
+    } else {
+      result.className = "error";
+      result.textContent = visible(r.data && r.data.resolution ? "Outcome: " + r.data.resolution.outcome + ". " + r.data.resolution.message : problemText(r));
+      for (const b of choices.querySelectorAll("button")) b.disabled = false;
+    }
+  }
+
+  // ---- history and rules ----
+  async function loadHistory() {
+    const r = await api("GET", "/approvals/history?limit=50");
+    if (!r.ok) return;
+    const rows = r.data.resolved || [];
+    const tb = $("history-body");
+    clear(tb);
+    $("history-empty").hidden = rows.length > 0;
+    $("history-table").hidden = rows.length === 0;
+    for (const h of rows) {
+      const who = h.actor ? (h.actor.display_name || h.actor.id) + (h.actor.authenticated_by ? " (" + h.actor.authenticated_by + ")" : "")
+        : (h.rule_id ? "remembered rule" : "—");
+      tb.append(el("tr", { "data-request": h.request_id },
+        el("td", {}, el("div", { class: "mono" }, h.action_name || h.request_id), el("div", { class: "muted" }, h.summary || ""),
+          h.justification ? el("div", { class: "muted" }, "Justification: " + h.justification) : null),
+        el("td", { class: "outcome-" + h.outcome }, h.outcome + (h.effective_scope ? " (" + h.effective_scope + ")" : "")),
+        el("td", {}, who),
+        el("td", {}, fmtTime(h.resolved_at))));
+    }
+  }
+
+  async function loadRules() {
+    const r = await api("GET", "/approvals/rules");
+    if (!r.ok) return;
+    const rules = (r.data.rules || []).filter((x) => x.active);
+    const list = $("rules-list");
+    clear(list);
+    $("rules-empty").hidden = rules.length > 0;
+    for (const { rule } of rules) {
+      const cons = constraintWords(rule.constraints || rule.scope_constraints);
+      const btn = el("button", { type: "button", class: "secondary", "data-rule": rule.id,
+        onclick: async () => {
+          if (!confirm("Revoke this rule? Matching requests will ask again.")) return;
+          btn.disabled = true;
+          const x = await api("POST", "/approvals/rules/" + encodeURIComponent(rule.id) + "/revoke");
+          if (!x.ok) { btn.disabled = false; announce(problemText(x)); return; }
+          announce("Rule revoked.");
+          loadRules();
+        } }, "Revoke");
+      list.append(el("li", { class: "rule" },
+        el("div", {},
+          el("div", { class: "item-title" }, rule.scope + " rule: " + (cons.join("; ") || rule.id)),
+          el("div", { class: "item-meta" },
+            el("span", {}, "approved by " + ((rule.actor && rule.actor.id) || "?")),
+            el("span", {}, "since " + fmtTime(rule.created_at)),
+            rule.expires_at ? el("span", {}, "until " + fmtTime(rule.expires_at)) : null)),
+        btn));
+    }
+  }
+
+  // ---- boot ----
+  setInterval(tick, 1000);
+  (async function boot() {
+    const r = await api("GET", "/approvals/me").catch(() => null);
+    if (r && r.ok) {
+      state.me = r.data;
+      start();
+    } else {
+      showLogin("");
+    }
+  })();
+})();

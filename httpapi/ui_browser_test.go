@@ -1,0 +1,197 @@
+package httpapi
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/custos-runtime/custos/aais"
+)
+
+// chromium finds the headless browser of the browser test: /usr/bin/chromium
+// (Debian's chromium package) or one on PATH. Without one the test skips,
+// unless CUSTOS_TEST_REQUIRE_CHROMIUM=1 (CI), where it fails.
+func chromium(t *testing.T) string {
+	t.Helper()
+	for _, p := range []string{"/usr/bin/chromium", "chromium", "chromium-browser", "google-chrome"} {
+		if path, err := exec.LookPath(p); err == nil {
+			return path
+		}
+	}
+	if os.Getenv("CUSTOS_TEST_REQUIRE_CHROMIUM") == "1" {
+		t.Fatal("chromium is not installed (apt-get install -y chromium) and CUSTOS_TEST_REQUIRE_CHROMIUM=1")
+	}
+	t.Skip("chromium is not installed (apt-get install -y chromium); set CUSTOS_TEST_REQUIRE_CHROMIUM=1 to fail instead")
+	return ""
+}
+
+// The web inbox in a real browser: sign in, see a request submitted after
+// the page loaded appear live, open it, approve it with a justification,
+// see it resolved; the store records the signed-in reviewer.
+// CUSTOS_UPDATE_SCREENSHOTS=1 writes docs/images/inbox.png and detail.png.
+func TestBrowserInbox(t *testing.T) {
+	if testing.Short() {
+		t.Skip("browser test in -short mode")
+	}
+	bin := chromium(t)
+	e := newSessionEnv(t, false)
+	// A request bob's roles do not cover, there before the page loads.
+	e.gwRequest(t, "ops1", "shell.exec", "", "agent:acme.ops")
+	// One already resolved, for the history.
+	old := e.gwRequest(t, "old", "billing.refund", "MIFID-II", "agent:acme.advisor")
+	admin := e.browser(t)
+	admin.login(t, `{"token":"`+loginToken+`"}`)
+	_, dec := decision(t, old, aais.Deny, aais.ScopeOnce, "Duplicate refund")
+	if resp, out := admin.do(t, "POST", "/approvals/"+old.ID+"/decisions", dec, nil); resp.StatusCode != 200 {
+		t.Fatalf("deny: %d %s", resp.StatusCode, out)
+	}
+
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
+	defer cancel()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(bin), chromedp.NoSandbox,
+		chromedp.WindowSize(1280, 900), chromedp.Flag("disable-gpu", true))
+	actx, acancel := chromedp.NewExecAllocator(ctx, opts...)
+	defer acancel()
+	bctx, bcancel := chromedp.NewContext(actx)
+	defer bcancel()
+
+	step := func(what string, actions ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(bctx, actions...); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	text := func(js string) string {
+		t.Helper()
+		s, err := chromedp.Run(bctx, chromedp.Evaluate[string](js))
+		if err != nil {
+			t.Fatalf("%s: %v", js, err)
+		}
+		return s
+	}
+	waitFor := func(what, js string) {
+		t.Helper()
+		if _, err := chromedp.Run(bctx, chromedp.Poll[bool](js, chromedp.WithPollingTimeout(20*time.Second))); err != nil {
+			t.Fatalf("waiting for %s: %v (page: %s)", what, err, text(`document.body.innerText`))
+		}
+	}
+	shot := func(name string, full bool) {
+		t.Helper()
+		if os.Getenv("CUSTOS_UPDATE_SCREENSHOTS") != "1" {
+			return
+		}
+		a := chromedp.CaptureScreenshot()
+		if full {
+			a = chromedp.FullScreenshot(100)
+		}
+		png, err := chromedp.Run(bctx, a)
+		if err != nil {
+			t.Fatalf("screenshot %s: %v", name, err)
+		}
+		path := filepath.Join("..", "docs", "images", name)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("wrote %s", path)
+	}
+
+	step("sign in",
+		chromedp.Navigate(e.srv.URL+"/"),
+		chromedp.WaitVisible(chromedp.CSS("#login-id")),
+		chromedp.SendKeys(chromedp.CSS("#login-id"), "bob"),
+		chromedp.SendKeys(chromedp.CSS("#login-pass"), testPasswords["bob"]),
+		chromedp.Click(chromedp.CSS("#login-password-submit")),
+		chromedp.WaitVisible(chromedp.CSS("#app-view")),
+	)
+	waitFor("the live stream", `document.getElementById("live").dataset.state === "live"`)
+	waitFor("the snapshot", `document.querySelector('[data-request="apr_ops1"]') !== null`)
+	waitFor("the history", `document.querySelector('#history-body tr[data-request="apr_old"]') !== null`)
+
+	// Submitted after the page loaded: it appears without a reload.
+	r := e.gwRequest(t, "live1", "billing.invoice.create", "MIFID-II", "agent:acme.advisor")
+	waitFor("the new request", `document.querySelector('[data-request="apr_live1"]') !== null`)
+	if n := text(`document.getElementById("pending-count").textContent`); n != "2" {
+		t.Fatalf("pending count %s", n)
+	}
+	shot("inbox.png", false)
+
+	// Open it: exactly what will run.
+	step("open the request",
+		chromedp.Click(chromedp.CSS(`[data-request="apr_live1"]`)),
+		chromedp.WaitVisible(chromedp.CSS("#detail-args")),
+	)
+	waitFor("the choices", `document.querySelector('button[data-decision="approve"][data-scope="once"]') !== null`)
+	args := text(`document.getElementById("detail-args").textContent`)
+	if !strings.Contains(args, `"customer": "ACME"`) || !strings.Contains(args, `"amount": "100.00"`) {
+		t.Fatalf("arguments shown: %q", args)
+	}
+	if d := text(`document.getElementById("detail-digest").textContent`); d != r.ActionDigest {
+		t.Fatalf("digest shown %q, want %q", d, r.ActionDigest)
+	}
+	detail := text(`document.getElementById("detail-pane").innerText`)
+	for _, want := range []string{"billing.invoice.create", "MIFID-II", "agent:acme.advisor", "Moves money", "left",
+		"https://billing.example/invoices", "Approves this one request only", "required to approve"} {
+		if !strings.Contains(detail, want) {
+			t.Errorf("the detail view lacks %q:\n%s", want, detail)
+		}
+	}
+	// Approving without the required justification is stopped in the page.
+	step("approve without a justification", chromedp.Click(chromedp.CSS(`button[data-decision="approve"][data-scope="once"]`)))
+	waitFor("the justification error", `document.getElementById("decision-result").textContent.includes("justification")`)
+	if !e.pending(t, r.ID) {
+		t.Fatal("approved without a justification")
+	}
+	step("write a justification",
+		chromedp.SendKeys(chromedp.CSS("#justification"), "Matches purchase order PO-2291"),
+	)
+	shot("detail.png", true)
+	step("approve", chromedp.Click(chromedp.CSS(`button[data-decision="approve"][data-scope="once"]`)))
+	waitFor("the outcome", `document.getElementById("detail-pane").innerText.includes("Outcome: approved")`)
+	waitFor("the history row", `(document.querySelector('#history-body tr[data-request="apr_live1"]') || {innerText: ""}).innerText.includes("Bob")`)
+	waitFor("the list", `document.querySelector('#pending-list [data-request="apr_live1"]') === null`)
+
+	// The store: resolved, approved, decided as bob signed in with his password.
+	st, err := e.store.RequestState(t.Context(), r.ID)
+	if err != nil || st.Resolution == nil || st.Resolution.Event.Resolution.Outcome != aais.OutcomeApproved {
+		t.Fatalf("store: %+v %v", st.Resolution, err)
+	}
+	e.decidedBy(t, r.ID, aais.Actor{ID: "bob", Type: aais.ActorHuman, DisplayName: "Bob", AuthenticatedBy: AuthSessionPassword})
+	e.mu.Lock()
+	just := e.decisions[len(e.decisions)-1].Justification
+	e.mu.Unlock()
+	if just != "Matches purchase order PO-2291" {
+		t.Fatalf("justification %q", just)
+	}
+
+	// The request bob's roles do not cover: the page says so and offers no
+	// enabled approval.
+	step("open the uncovered request",
+		chromedp.Click(chromedp.CSS(`[data-request="apr_ops1"]`)),
+	)
+	waitFor("the refusal", `(document.getElementById("detail-permission") || {textContent: ""}).textContent.includes("do not cover")`)
+	if v := text(`String(document.querySelector('button[data-decision="approve"]').disabled)`); v != "true" {
+		t.Fatal("an approval button is enabled for a request outside bob's roles")
+	}
+
+	// At phone width nothing scrolls sideways.
+	step("phone width", chromedp.EmulateViewport(390, 844))
+	waitFor("the phone layout", `document.getElementById("pending-pane").offsetParent === null`)
+	if w := text(`String(document.documentElement.scrollWidth)`); w != "390" {
+		t.Fatalf("at 390 px the page is %s px wide", w)
+	}
+
+	// Sign out: back to the sign-in form, and the session is gone.
+	step("sign out", chromedp.Click(chromedp.CSS("#logout")), chromedp.WaitVisible(chromedp.CSS("#login-id")))
+	if n := e.sessions.Len(); n != 1 { // the admin's API session remains
+		t.Fatalf("%d sessions after signing out", n)
+	}
+}
