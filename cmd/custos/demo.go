@@ -8,10 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
@@ -77,11 +79,26 @@ func runDemo(ctx context.Context, out io.Writer, dataDir, listen string, approve
 	if err != nil {
 		return err
 	}
+	// The second agent: the payments service behind the gateway, which
+	// must not be called before a human approves.
+	var transfers atomic.Int64
+	payments := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := transfers.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"transfer_id":"trf-%04d","status":"executed"}`, n)
+	})}
+	pln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	go func() { _ = payments.Serve(pln) }()
+	defer payments.Close()
 	cfg := config.Default()
 	cfg.Listen, cfg.Data, cfg.Agent = listen, dataDir, demoGateway
 	cfg.Trust.JWKSFiles = []string{jwksPath}
 	cfg.Senders = []config.Sender{{Agent: demoAgent, Capabilities: []string{"demo.*", "payments.*"}}}
-	cfg.Handlers = map[string]config.Handler{"demo.echo": {Type: "echo"}, "payments.transfer": {Type: "echo"}}
+	cfg.Handlers = map[string]config.Handler{"demo.echo": {Type: "echo"},
+		"payments.transfer": {Type: "http", URL: "http://" + pln.Addr().String() + "/transfers"}}
 	if err := cfg.Check(); err != nil {
 		return err
 	}
@@ -135,8 +152,10 @@ func runDemo(ctx context.Context, out io.Writer, dataDir, listen string, approve
 		return fmt.Errorf("the high-risk request was answered %d: %v", code, reply)
 	}
 	approvalID := "apr_" + strings.TrimPrefix(exID, "exc_")
-	fmt.Fprintf(out, "   -> %d %s: the profile requires a human before execution.\n", code, reply["intent"])
-	fmt.Fprintf(out, "   Approve or deny it from another terminal:\n")
+	fmt.Fprintf(out, "   -> %d %s: the profile requires a human before execution; the payments agent has been called %d times.\n",
+		code, reply["intent"], transfers.Load())
+	fmt.Fprintf(out, "   Approve or deny it in the web inbox: open %s/ and sign in with the token %s\n", base, token)
+	fmt.Fprintf(out, "   or from another terminal:\n")
 	fmt.Fprintf(out, "     custos approvals --store sqlite:%s show %s\n", filepath.Join(dataDir, "approvals.db"), approvalID)
 	fmt.Fprintf(out, "     custos approvals --store sqlite:%s approve %s   (or: deny)\n", filepath.Join(dataDir, "approvals.db"), approvalID)
 	fmt.Fprintf(out, "   or through the HTTP API: curl -H 'Authorization: Bearer %s' %s/approvals/snapshot\n", token, base)
@@ -167,7 +186,21 @@ func runDemo(ctx context.Context, out io.Writer, dataDir, listen string, approve
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-	fmt.Fprintf(out, "   -> %d %s\n\n", code, reply["intent"])
+	fmt.Fprintf(out, "   -> %d %s; the payments agent has been called %d time(s)\n", code, reply["intent"], transfers.Load())
+	if code == 200 {
+		if p, ok := reply["payload"].(map[string]any); ok {
+			res, _ := json.Marshal(p["result"])
+			fmt.Fprintf(out, "      result: %s\n", res)
+		}
+	}
+	req, _ := http.NewRequestWithContext(ctx, "GET", base+"/v1/arsia/exchanges/"+exID+"/decision", nil)
+	if c, d, _, err := demoDo(req); err == nil && c == 200 {
+		if p, ok := d["payload"].(map[string]any); ok {
+			res, _ := p["result"].(map[string]any)
+			fmt.Fprintf(out, "      approval_decision: %v by %v\n", res["decision"], res["approver_id"])
+		}
+	}
+	fmt.Fprintln(out)
 
 	stopped = true
 	if err := stop(); err != nil {
@@ -252,7 +285,7 @@ func printAuditTrail(ctx context.Context, out io.Writer, path string) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "   SEQ\tKIND\tCAPABILITY\tPROFILE\tOVERSIGHT\tOUTCOME\tASC")
+	fmt.Fprintln(tw, "   SEQ\tKIND\tCAPABILITY\tPROFILE\tOVERSIGHT\tOUTCOME\tACTOR\tASC")
 	sc := bufio.NewScanner(&buf)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
@@ -260,7 +293,8 @@ func printAuditTrail(ctx context.Context, out io.Writer, path string) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(tw, "   %d\t%s\t%s\t%s\t%s\t%s\t%d\n", r.Seq, r.Kind, r.Capability, orDash(r.Profile), orDash(r.Oversight), r.Outcome, r.ASCCode)
+		fmt.Fprintf(tw, "   %d\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", r.Seq, r.Kind, r.Capability, orDash(r.Profile), orDash(r.Oversight), r.Outcome,
+			orDash(r.Actor.ID), r.ASCCode)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
