@@ -47,6 +47,9 @@ type execMeta struct {
 	// Waited says the sender was answered pending_approval: the final
 	// reply goes to its callback too.
 	Waited bool
+	// Details are added to the execution record's details (an edited
+	// call's executed_arguments).
+	Details map[string]any
 }
 
 func (g *Gateway) execute(ctx context.Context, x exchange.Exchange, h handler.Handler, call handler.Call,
@@ -66,6 +69,9 @@ func (g *Gateway) execute(ctx context.Context, x exchange.Exchange, h handler.Ha
 	rec := audit.Record{Kind: audit.KindExecution, MessageID: call.MessageID, Sender: call.From, Recipient: g.o.Agent,
 		Capability: call.Capability, Profile: meta.Profile, Oversight: meta.Oversight, RequestID: meta.ApprovalID, TraceID: call.TraceID,
 		Details: map[string]any{"exchange_id": x.ID, "action_digest": digest}}
+	for k, v := range meta.Details {
+		rec.Details[k] = v
+	}
 	res, runErr := handler.Dispatch(ctx, h, call, digest)
 	var reply json.RawMessage
 	status := 200
@@ -274,7 +280,9 @@ func (g *Gateway) resume(ctx context.Context) error {
 		return err
 	}
 	for _, x := range waiting {
-		st, err := g.o.Authority.State(ctx, x.ApprovalID)
+		// The approval, or the request that superseded it when a reviewer
+		// edited the arguments (supersede.go).
+		st, edits, err := g.approvalChain(ctx, x.ApprovalID)
 		if err != nil {
 			return err
 		}
@@ -282,7 +290,7 @@ func (g *Gateway) resume(ctx context.Context) error {
 			// Only this exchange's approval is swept, not every pending
 			// request of the store on every poll.
 			if !x.Deadline.IsZero() && !g.o.Now().Before(x.Deadline) {
-				if _, err := g.o.Authority.Expire(ctx, x.ApprovalID); err != nil {
+				if _, err := g.o.Authority.Expire(ctx, st.Request.Event.Request.ID); err != nil {
 					return err
 				}
 			}
@@ -299,11 +307,14 @@ func (g *Gateway) resume(ctx context.Context) error {
 		xctx := withTrace(ctx, ref.TraceID)
 		receipt := st.Resolution.Event
 		if x.State == exchange.PendingApproval {
+			if err := g.auditEdits(xctx, call, ref.Profile, edits); err != nil {
+				return err
+			}
 			if receipt.Resolution.Outcome != aais.OutcomeApproved {
 				g.refuse(xctx, x, call, ref.Profile, receipt)
 				continue
 			}
-			decision, err := g.decisionEnvelope(xctx, x, receipt)
+			decision, err := g.editedDecisionEnvelope(xctx, x, receipt, edits)
 			if err != nil {
 				return err
 			}
@@ -334,7 +345,8 @@ func (g *Gateway) resume(ctx context.Context) error {
 			}
 			continue
 		}
-		g.execute(xctx, x, h, call, req.ActionDigest, exchange.Approved, execMeta{Oversight: "required_before_execution", Profile: ref.Profile, ApprovalID: req.ID, Effective: ref.Effective, Waited: true})
+		g.execute(xctx, x, h, call, req.ActionDigest, exchange.Approved, execMeta{Oversight: "required_before_execution", Profile: ref.Profile, ApprovalID: req.ID, Effective: ref.Effective, Waited: true,
+			Details: editDetails(edits, call)})
 	}
 	return nil
 }

@@ -139,6 +139,9 @@ type DecisionRecord struct {
 //	GET  /approvals/events               Server-Sent Events (see below)
 //	POST /approvals/{id}/decisions       an approval.decided envelope in,
 //	                                     the approval.resolved receipt out
+//	POST /approvals/{id}/edits           other arguments proposed: the
+//	                                     request is superseded by a new one
+//	                                     (see edit)
 //	GET  /approvals/ws                   WebSocket: the same, on one
 //	                                     connection (see websocket)
 //	GET  /approvals/me                   who is signed in, their roles
@@ -179,6 +182,7 @@ func NewApprovals(o ApprovalsOptions) (http.Handler, error) {
 	mux.HandleFunc("GET /approvals/snapshot", a.snapshot)
 	mux.HandleFunc("GET /approvals/events", a.events)
 	mux.HandleFunc("POST /approvals/{id}/decisions", a.decide)
+	mux.HandleFunc("POST /approvals/{id}/edits", a.edit)
 	mux.HandleFunc("GET /approvals/ws", a.websocket)
 	mux.HandleFunc("GET /approvals/me", a.me)
 	mux.HandleFunc("GET /approvals/{id}/permission", a.permission)
@@ -322,6 +326,9 @@ func (a *approvals) decideBody(ctx context.Context, body []byte, requestID strin
 	req := st.Request.Event.Request
 	if f := a.o.Policy.check(actor, req, m.Decision); f != nil {
 		a.o.Logger.WarnContext(ctx, "decision refused by policy", "request", req.ID, "actor", actor.ID, "reason", f.detail)
+		return nil, f
+	}
+	if f := a.supersessionCheck(ctx, req, m.Decision); f != nil {
 		return nil, f
 	}
 	receipt, err := a.o.Authority.Decide(ctx, m.Decision, actor, nil)
@@ -506,6 +513,9 @@ type HistoryEntry struct {
 	Actor         *aais.Actor `json:"actor,omitempty"`
 	Justification string      `json:"justification,omitempty"`
 	RuleID        string      `json:"rule_id,omitempty"`
+	// SupersededBy is the request that replaced this one when a reviewer
+	// edited its arguments (outcome cancelled).
+	SupersededBy string `json:"superseded_by,omitempty"`
 }
 
 // historyWindow is how many of the latest events history looks at.
@@ -546,7 +556,7 @@ func (a *approvals) history(w http.ResponseWriter, r *http.Request) {
 		}
 		res := m.Resolution
 		e := HistoryEntry{RequestID: res.RequestID, Outcome: res.Outcome, EffectiveScope: res.EffectiveScope,
-			Message: res.Message, ResolvedAt: res.ResolvedAt.String(), Sequence: m.Sequence}
+			Message: res.Message, ResolvedAt: res.ResolvedAt.String(), Sequence: m.Sequence, SupersededBy: supersededBy(res)}
 		if st, err := a.o.Authority.State(ctx, res.RequestID); err == nil {
 			req := st.Request.Event.Request
 			e.ActionKind, e.ActionName, e.Summary, e.Profile = req.Action.Kind(), req.Action.Name(), req.Action.Summary(), RequestProfile(req)

@@ -79,9 +79,11 @@ type Policy struct {
 type Permission struct {
 	// Decide is false when the reviewer may not decide the request at all;
 	// Approve when they may decide it but not approve it (separation of
-	// duties).
+	// duties). Edit says they may propose other arguments (POST
+	// /approvals/{id}/edits): whoever may decide may edit.
 	Decide  bool `json:"decide"`
 	Approve bool `json:"approve"`
+	Edit    bool `json:"edit"`
 	// Reason explains a refusal.
 	Reason string `json:"reason,omitempty"`
 	// JustificationRequired says an approval needs a justification.
@@ -122,7 +124,7 @@ func requesters(req *aais.Request) []string {
 // Permission returns what actor may do with req.
 func (p *Policy) Permission(actor aais.Actor, req *aais.Request) Permission {
 	profile := RequestProfile(req)
-	perm := Permission{Decide: true, Approve: true, Profile: profile, Roles: []string{}}
+	perm := Permission{Decide: true, Approve: true, Edit: true, Profile: profile, Roles: []string{}}
 	if p == nil {
 		return perm
 	}
@@ -132,7 +134,7 @@ func (p *Policy) Permission(actor aais.Actor, req *aais.Request) Permission {
 		r, ok := p.Roles[name]
 		return ok && r.covers(req.Action.Name(), profile)
 	}) {
-		perm.Decide, perm.Approve = false, false
+		perm.Decide, perm.Approve, perm.Edit = false, false, false
 		what := "capability " + req.Action.Name()
 		if profile != "" {
 			what += " under profile " + profile
@@ -147,6 +149,13 @@ func (p *Policy) Permission(actor aais.Actor, req *aais.Request) Permission {
 	if profile != "" && slices.Contains(p.SeparationOfDuties, profile) && slices.Contains(requesters(req), actor.ID) {
 		perm.Approve = false
 		perm.Reason = fmt.Sprintf("Separation of duties (%s): you requested this action, so someone else must approve it.", profile)
+	}
+	// An edit is a proposal: under separation of duties, whoever proposed
+	// the arguments of the chain may not approve them.
+	if ref, ok := aais.Supersedes(req); ok && perm.Approve && profile != "" && slices.Contains(p.SeparationOfDuties, profile) &&
+		slices.Contains(ref.Proposers(), actor.ID) {
+		perm.Approve = false
+		perm.Reason = fmt.Sprintf("Separation of duties (%s): you proposed these arguments, so someone else must approve them.", profile)
 	}
 	return perm
 }

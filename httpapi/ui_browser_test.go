@@ -195,3 +195,103 @@ func TestBrowserInbox(t *testing.T) {
 		t.Fatalf("%d sessions after signing out", n)
 	}
 }
+
+// Edit, then approve, in a real browser: carol edits the arguments of a
+// request; the page opens the new request (edited by her, which she may not
+// approve under separation of duties) and the history shows the original as
+// superseded; bob then approves the edit through the API.
+func TestBrowserEditArguments(t *testing.T) {
+	if testing.Short() {
+		t.Skip("browser test in -short mode")
+	}
+	bin := chromium(t)
+	e := newSessionEnv(t, false)
+	r := e.gwRequest(t, "ed1", "billing.refund", "MIFID-II", "agent:acme.advisor")
+
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
+	defer cancel()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(bin), chromedp.NoSandbox,
+		chromedp.WindowSize(1280, 900), chromedp.Flag("disable-gpu", true))
+	actx, acancel := chromedp.NewExecAllocator(ctx, opts...)
+	defer acancel()
+	bctx, bcancel := chromedp.NewContext(actx)
+	defer bcancel()
+	step := func(what string, actions ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(bctx, actions...); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	text := func(js string) string {
+		t.Helper()
+		s, err := chromedp.Run(bctx, chromedp.Evaluate[string](js))
+		if err != nil {
+			t.Fatalf("%s: %v", js, err)
+		}
+		return s
+	}
+	waitFor := func(what, js string) {
+		t.Helper()
+		if _, err := chromedp.Run(bctx, chromedp.Poll[bool](js, chromedp.WithPollingTimeout(20*time.Second))); err != nil {
+			t.Fatalf("waiting for %s: %v (page: %s)", what, err, text(`document.body.innerText`))
+		}
+	}
+
+	step("sign in",
+		chromedp.Navigate(e.srv.URL+"/"),
+		chromedp.WaitVisible(chromedp.CSS("#login-id")),
+		chromedp.SendKeys(chromedp.CSS("#login-id"), "carol"),
+		chromedp.SendKeys(chromedp.CSS("#login-pass"), testPasswords["carol"]),
+		chromedp.Click(chromedp.CSS("#login-password-submit")),
+		chromedp.WaitVisible(chromedp.CSS("#app-view")),
+	)
+	waitFor("the live stream", `document.getElementById("live").dataset.state === "live"`)
+	waitFor("the request", `document.querySelector('[data-request="apr_ed1"]') !== null`)
+	step("open it", chromedp.Click(chromedp.CSS(`[data-request="apr_ed1"]`)))
+	waitFor("the edit form", `document.getElementById("edit-box") !== null`)
+	if v := text(`document.getElementById("edit-args").value`); !strings.Contains(v, `"amount": "100.00"`) {
+		t.Fatalf("the edit form is not pre-filled: %q", v)
+	}
+	step("open the edit form", chromedp.Click(chromedp.CSS("#edit-box summary")))
+
+	// Invalid JSON is stopped in the page.
+	step("type invalid JSON", chromedp.SetValue(chromedp.CSS("#edit-args"), `{"amount": `),
+		chromedp.SendKeys(chromedp.CSS("#edit-justification"), "Refund only the disputed line."),
+		chromedp.Click(chromedp.CSS("#edit-submit")))
+	waitFor("the JSON error", `document.getElementById("edit-result").textContent.includes("Not valid JSON")`)
+	if !e.pending(t, r.ID) {
+		t.Fatal("invalid JSON reached the server")
+	}
+
+	step("edit", chromedp.SetValue(chromedp.CSS("#edit-args"), "{\n  \"amount\": \"10.00\",\n  \"customer\": \"ACME\"\n}"),
+		chromedp.Click(chromedp.CSS("#edit-submit")))
+	waitFor("the new request", `location.hash === "#/request/apr_ed1-e1" && document.getElementById("detail-edited") !== null`)
+	waitFor("the new arguments", `document.getElementById("detail-args").textContent.includes('"10.00"')`)
+	waitFor("the choices", `document.querySelector('button[data-decision="approve"][data-scope="once"]') !== null`)
+	if v := text(`String(document.querySelector('button[data-decision="approve"][data-scope="once"]').disabled)`); v != "true" {
+		t.Fatal("carol may approve her own edit")
+	}
+	waitFor("the separation of duties reason", `(document.getElementById("detail-permission") || {textContent: ""}).textContent.includes("proposed")`)
+	waitFor("the list", `document.querySelector('#pending-list [data-request="apr_ed1-e1"]') !== null && document.querySelector('#pending-list [data-request="apr_ed1"]') === null`)
+	waitFor("the history", `(document.querySelector('#history-body tr[data-request="apr_ed1"]') || {innerText: ""}).innerText.includes("superseded")`)
+
+	// The store: the original cancelled in favour of the edit, proposed by carol.
+	st, err := e.store.RequestState(t.Context(), r.ID)
+	if err != nil || st.Resolution == nil {
+		t.Fatalf("original: %+v %v", st.Resolution, err)
+	}
+	if link, ok := aais.SupersededBy(st.Resolution.Event.Resolution); !ok || link.RequestID != "apr_ed1-e1" || link.Actor.ID != "carol" {
+		t.Fatalf("superseded_by: %+v", link)
+	}
+	nst, err := e.store.RequestState(t.Context(), "apr_ed1-e1")
+	if err != nil || !nst.Pending() {
+		t.Fatalf("the edit: %v", err)
+	}
+	// bob approves the edit (he proposed nothing); the page shows it resolved.
+	_, dec := decision(t, nst.Request.Event.Request, aais.Approve, aais.ScopeOnce, "The smaller amount is right.")
+	bob := e.browser(t)
+	if resp, out := bob.do(t, "POST", "/approvals/apr_ed1-e1/decisions", dec, map[string]string{"Authorization": "Bearer " + bobToken, "Origin": ""}); resp.StatusCode != 200 {
+		t.Fatalf("bob's approval: %d %s", resp.StatusCode, out)
+	}
+	waitFor("the outcome", `document.getElementById("detail-pane").innerText.includes("Outcome: approved")`)
+}

@@ -58,13 +58,15 @@
     $("announce").textContent = msg;
   }
 
+  // api calls the server. body is a value to send as JSON, or a RawJSON
+  // whose text is sent as it is.
   async function api(method, path, body) {
     const headers = { Accept: "application/json" };
     if (body !== undefined) headers["Content-Type"] = "application/json";
     if (method !== "GET" && state.me && state.me.csrf_token) headers["X-CSRF-Token"] = state.me.csrf_token;
     const resp = await fetch(path, {
       method, headers, credentials: "same-origin", cache: "no-store",
-      body: body === undefined ? undefined : JSON.stringify(body),
+      body: body === undefined ? undefined : (body instanceof RawJSON ? body.text : JSON.stringify(body)),
     });
     let data = null;
     const text = await resp.text();
@@ -76,6 +78,8 @@
     }
     return { status: resp.status, ok: resp.ok, data };
   }
+
+  function RawJSON(text) { this.text = text; }
 
   function problemText(r) {
     const d = r.data || {};
@@ -111,6 +115,22 @@
       c.textContent = l.text;
       c.classList.toggle("soon", l.soon);
     }
+  }
+
+  // supersedesOf is the custos.dev/supersedes extension of a request made
+  // by editing another one's arguments, or null.
+  function supersedesOf(req) {
+    const x = req.extensions && req.extensions["custos.dev/supersedes"];
+    return x && typeof x.request_id === "string" ? x : null;
+  }
+
+  function supersededByOf(res) {
+    const x = res && res.extensions && res.extensions["custos.dev/superseded_by"];
+    return x && typeof x.request_id === "string" ? x : null;
+  }
+
+  function openRequest(id) {
+    location.hash = "#/request/" + encodeURIComponent(id);
   }
 
   function profileOf(req) {
@@ -239,6 +259,7 @@
       state.pending.set(m.request.id, m.request);
       announce("New request: " + m.request.action.name);
       renderList();
+      if (state.open === m.request.id) renderDetail();
     } else if (m.type === "approval.resolved") {
       const res = m.resolution;
       state.resolved.set(res.request_id, res);
@@ -268,6 +289,7 @@
       el("div", { class: "item-meta" },
         el("span", { class: "risk risk-" + r.risk.level }, r.risk.level),
         el("span", { class: "mono" }, a.name),
+        supersedesOf(r) ? el("span", { class: "tag" }, "edited by " + supersedesOf(r).proposed_by.id) : null,
         profile ? el("span", {}, profile) : null,
         el("span", {}, "from " + (r.origin.agent_id || r.origin.session_id)),
         countdown(r.expires_at)));
@@ -352,6 +374,12 @@
       if (res) {
         body.append(el("p", { class: "notice " + (res.outcome === "approved" ? "good" : "bad"), id: "detail-outcome" },
           "Outcome: " + res.outcome + (res.effective_scope ? " (" + res.effective_scope + ")" : "") + ". " + res.message));
+        const sup = supersededByOf(res);
+        if (sup) {
+          body.append(el("p", { id: "detail-superseded" }, "Superseded by ",
+            el("a", { href: "#/request/" + encodeURIComponent(sup.request_id) }, sup.request_id),
+            ": " + ((sup.actor && sup.actor.id) || "a reviewer") + " proposed other arguments, which need their own decision."));
+        }
       } else {
         body.append(el("p", { class: "muted" }, "This request is no longer pending (resolved, expired or unknown). See the resolved list."));
       }
@@ -361,6 +389,14 @@
     const profile = profileOf(req);
     $("detail-title").textContent = visible(a.summary);
     body.append(el("p", { class: "untrusted" }, "The title above is the agent's own summary. What will run is below."));
+    const sup = supersedesOf(req);
+    if (sup) {
+      body.append(el("p", { class: "notice", id: "detail-edited" },
+        "Edited: " + ((sup.proposed_by && sup.proposed_by.id) || "a reviewer") + " proposed these arguments in place of request ",
+        el("a", { href: "#/request/" + encodeURIComponent(sup.request_id) }, sup.request_id),
+        (sup.justification ? ". Reason: " + sup.justification : "") +
+        ". The agent's summary may describe the original arguments; check the arguments below."));
+    }
 
     const pres = a.presentation || {};
     if (pres.redacted) {
@@ -432,6 +468,76 @@
         cons.length ? el("p", {}, "Conditions: " + cons.join("; ") + ".") : null));
     }
     permBox.append(choices, result);
+    if (perm.edit) permBox.append(editForm(req, perm, profile));
+  }
+
+  // ---- edit, then approve ----
+  // editForm proposes other arguments: the server cancels this request as
+  // superseded and creates a new one, which needs its own decision (under
+  // separation of duties, by someone else).
+  function editForm(req, perm, profile) {
+    const box = el("details", { id: "edit-box", class: "edit-box" }, el("summary", {}, "Edit arguments"));
+    const args = el("textarea", { id: "edit-args", class: "mono", spellcheck: "false", rows: "10",
+      "aria-describedby": "edit-args-hint" });
+    args.value = JSON.stringify(req.action.arguments, null, 2);
+    const why = el("textarea", { id: "edit-justification", maxlength: "2000",
+      required: perm.justification_required ? true : null });
+    const out = el("p", { id: "edit-result", role: "status" });
+    const submit = el("button", { type: "submit", id: "edit-submit", class: "secondary" }, "Propose these arguments");
+    const form = el("form", { novalidate: true },
+      el("p", { class: "hint" }, "An edit does not approve anything: this request is cancelled as superseded, and a new request with your arguments waits for its own decision (where separation of duties applies, by another reviewer)."),
+      el("div", { class: "field" }, el("label", { for: "edit-args" }, "Arguments (a JSON object)"), args,
+        el("p", { class: "hint", id: "edit-args-hint" }, "Checked here and again by the server.")),
+      el("div", { class: "field" }, el("label", { for: "edit-justification" },
+        "Why" + (perm.justification_required ? " (required under " + profile + ")" : " (optional)")), why),
+      submit, out);
+    form.addEventListener("submit", async (ev) => {
+      ev.preventDefault();
+      const text = args.value;
+      let value;
+      try { value = JSON.parse(text); } catch (e) {
+        out.className = "error"; out.textContent = visible("Not valid JSON: " + e.message); args.focus(); return;
+      }
+      if (value === null || typeof value !== "object" || Array.isArray(value)) {
+        out.className = "error"; out.textContent = "The arguments must be a JSON object."; args.focus(); return;
+      }
+      if (stable(value) === stable(req.action.arguments)) {
+        out.className = "error"; out.textContent = "Nothing changed: approve the request instead."; args.focus(); return;
+      }
+      if (why.required && !why.value.trim()) {
+        out.className = "error"; out.textContent = "Write why first."; why.focus(); return;
+      }
+      submit.disabled = true;
+      // The text is sent as typed, so numbers keep their exact literals.
+      const body = new RawJSON('{"arguments":' + text + ',"justification":' + JSON.stringify(why.value.trim()) + "}");
+      const r = await api("POST", "/approvals/" + encodeURIComponent(req.id) + "/edits", body);
+      if (r.status === 201 && r.data && r.data.created && r.data.created.request) {
+        const nr = r.data.created.request;
+        state.pending.set(nr.id, nr);
+        if (r.data.cancelled && r.data.cancelled.resolution) {
+          state.resolved.set(req.id, r.data.cancelled.resolution);
+          state.pending.delete(req.id);
+        }
+        announce("Edit proposed as request " + nr.id + "; it needs its own decision.");
+        openRequest(nr.id);
+      } else {
+        out.className = "error";
+        out.textContent = visible(problemText(r));
+        submit.disabled = false;
+      }
+    });
+    box.append(form);
+    return box;
+  }
+
+  // stable is a JSON text of v with object members sorted, to compare two
+  // values.
+  function stable(v) {
+    if (Array.isArray(v)) return "[" + v.map(stable).join(",") + "]";
+    if (v && typeof v === "object") {
+      return "{" + Object.keys(v).sort().map((k) => JSON.stringify(k) + ":" + stable(v[k])).join(",") + "}";
+    }
+    return JSON.stringify(v);
   }
 
   async function decide(req, choice, just, result, choices) {
@@ -483,7 +589,10 @@
       tb.append(el("tr", { "data-request": h.request_id },
         el("td", {}, el("div", { class: "mono" }, h.action_name || h.request_id), el("div", { class: "muted" }, h.summary || ""),
           h.justification ? el("div", { class: "muted" }, "Justification: " + h.justification) : null),
-        el("td", { class: "outcome-" + h.outcome }, h.outcome + (h.effective_scope ? " (" + h.effective_scope + ")" : "")),
+        el("td", { class: "outcome-" + (h.superseded_by ? "superseded" : h.outcome) },
+          h.superseded_by ? "superseded" : h.outcome + (h.effective_scope ? " (" + h.effective_scope + ")" : ""),
+          h.superseded_by ? el("div", { class: "muted" }, "by ",
+            el("a", { href: "#/request/" + encodeURIComponent(h.superseded_by) }, h.superseded_by)) : null),
         el("td", {}, who),
         el("td", {}, fmtTime(h.resolved_at))));
     }
