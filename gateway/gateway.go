@@ -63,7 +63,7 @@ type Options struct {
 	Handlers map[string]handler.Handler
 	// Authority, Exchanges and Audit are the gateway's state.
 	Authority *aais.Authority
-	Exchanges *exchange.Store
+	Exchanges exchange.Backend
 	Audit     *audit.Log
 	// Profiles are the compliance profiles (the bundled ones when nil).
 	Profiles *compliance.Registry

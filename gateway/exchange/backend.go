@@ -1,0 +1,42 @@
+package exchange
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+)
+
+// Backend is what the gateway needs of an exchange store. Store (SQLite)
+// implements it; a PostgreSQL implementation lets several gateway
+// replicas share one. Every implementation must give the guarantees the
+// package documentation states: atomic compare-and-set transitions,
+// exactly one winner of a Claim across processes, idempotency keys,
+// decisions, reviews and deliveries written in the same transaction as
+// the state they belong to, and nothing acknowledged lost.
+type Backend interface {
+	Create(ctx context.Context, x Exchange) (Exchange, bool, error)
+	Get(ctx context.Context, id string) (Exchange, error)
+	BySender(ctx context.Context, sender, messageID string) (Exchange, error)
+	Claim(ctx context.Context, id string, from ...State) (Exchange, bool, error)
+	Transition(ctx context.Context, id string, from, to State, reply json.RawMessage, status int) (Exchange, bool, error)
+	Apply(ctx context.Context, id string, from, to State, c Change) (Exchange, bool, error)
+	Waiting(ctx context.Context, states ...State) ([]Exchange, error)
+	Interrupted(ctx context.Context) ([]Exchange, error)
+	Instance() string
+
+	PurgeIdempotency(ctx context.Context, now time.Time) (int, error)
+
+	Reviews(ctx context.Context, f ReviewFilter) ([]Review, error)
+	GetReview(ctx context.Context, exchangeID string) (Review, error)
+	CompleteReview(ctx context.Context, exchangeID, reviewer string, v Verdict, justification string) (Review, bool, error)
+	MarkTimedOut(ctx context.Context, exchangeID string) (bool, error)
+	ReviewCounts(ctx context.Context, now time.Time) (open, overdue int, err error)
+
+	DueDeliveries(ctx context.Context, now time.Time, limit int) ([]Delivery, error)
+	Delivered(ctx context.Context, seq int64) error
+	DeliveryFailed(ctx context.Context, seq int64, failure string, next time.Time, giveUp bool) error
+
+	Close() error
+}
+
+var _ Backend = (*Store)(nil)
