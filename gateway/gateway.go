@@ -84,6 +84,9 @@ type Options struct {
 	// RateLimit bounds each sender's requests (no limit when zero);
 	// refused requests get rate_limited (429) with a Retry-After.
 	RateLimit RateLimit
+	// Limiter, when set, replaces the in-process limiter RateLimit
+	// configures (a shared one for several replicas).
+	Limiter RateLimiter
 	// Callbacks maps a sender to the URL the gateway POSTs its
 	// approval_decision and final reply to, once an approval resolves
 	// (the status URL serves them too).
@@ -106,7 +109,7 @@ type Options struct {
 // Gateway runs the pipeline. It is safe for concurrent use.
 type Gateway struct {
 	o       Options
-	limiter *limiter
+	limiter RateLimiter
 	metrics metrics
 }
 
@@ -155,7 +158,11 @@ func New(o Options) (*Gateway, error) {
 	if o.StatusURL == nil {
 		o.StatusURL = func(id string) string { return "/v1/arsia/exchanges/" + id }
 	}
-	return &Gateway{o: o, limiter: &limiter{rate: o.RateLimit}}, nil
+	lim := o.Limiter
+	if lim == nil {
+		lim = NewMemoryRateLimiter(o.RateLimit)
+	}
+	return &Gateway{o: o, limiter: lim}, nil
 }
 
 // Reply is what the gateway answers: the HTTP status and the signed ARSIA
@@ -310,7 +317,11 @@ func (g *Gateway) receive(ctx context.Context, in Inbound, who *requestInfo) Rep
 	env = v.Envelope
 	// Limited per verified sender: a forged "from" cannot use up another
 	// agent's allowance.
-	if ok, wait := g.limiter.allow(from, now); !ok {
+	ok, wait, err := g.limiter.Allow(ctx, from, now)
+	if err != nil {
+		return fail(&arsia.Error{Code: arsia.CodeServiceUnavailable, Description: "The rate limiter is unavailable; retry later.", Err: err})
+	}
+	if !ok {
 		rep := fail(&arsia.Error{Code: arsia.CodeRateLimited, Description: "Too many requests from " + from + "; retry later.",
 			Details: map[string]any{"retry_after_seconds": math.Ceil(wait.Seconds())}})
 		rep.RetryAfter = wait

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"math"
 	"sync"
 	"time"
@@ -11,6 +12,27 @@ import (
 type RateLimit struct {
 	PerSecond float64
 	Burst     int
+}
+
+// RateLimiter decides whether a verified sender may make one more request
+// now. The in-memory default keeps a token bucket per sender in this
+// process; several gateway replicas share counters through a shared
+// implementation (a PostgreSQL one, say) set as Options.Limiter.
+type RateLimiter interface {
+	// Allow takes one request's allowance for sender at now, or returns
+	// false and how long until one is available. An error fails the
+	// request closed (service_unavailable).
+	Allow(ctx context.Context, sender string, now time.Time) (ok bool, retryAfter time.Duration, err error)
+}
+
+// NewMemoryRateLimiter returns the in-process token-bucket limiter (no
+// limit when r is the zero RateLimit).
+func NewMemoryRateLimiter(r RateLimit) RateLimiter { return &limiter{rate: r} }
+
+// Allow implements RateLimiter.
+func (l *limiter) Allow(_ context.Context, sender string, now time.Time) (bool, time.Duration, error) {
+	ok, wait := l.allow(sender, now)
+	return ok, wait, nil
 }
 
 // limiter keeps one bucket per sender. Buckets exist only for senders whose
