@@ -19,13 +19,25 @@ type Follower struct {
 	Idle func(wrote bool) error
 }
 
+// ChangeNotifier is implemented by stores that can tell when something was
+// recorded, by any process sharing them (pgstore's LISTEN/NOTIFY). Follow
+// then reads the log as soon as a change is announced, instead of waiting
+// for its next poll. A notification is a hint: the log is read from where
+// the follower is, so lost notifications are caught up by the poll.
+type ChangeNotifier interface {
+	// Changes delivers a value after writes are recorded; it is closed
+	// when ctx ends or the store closes.
+	Changes(ctx context.Context) (<-chan struct{}, error)
+}
+
 // followPage is how many events Follow reads at a time.
 const followPage = 500
 
 // Follow delivers the approval stream the way AAIS prescribes for a
 // presenter: an approval.snapshot (unless resume is set, in which case it
 // continues after the sequence after), then every later event in order,
-// polling the store every poll (250 ms when <= 0). When the position can
+// polling the store every poll (250 ms when <= 0) and, when the store is a
+// ChangeNotifier, as soon as it announces a change. When the position can
 // no longer be continued it calls Gap and starts again from a fresh
 // snapshot. It returns ctx's error when ctx ends, or the first error of the
 // store or of a callback.
@@ -53,6 +65,13 @@ func (a *Authority) Follow(ctx context.Context, after uint64, resume bool, poll 
 	}
 	t := time.NewTicker(poll)
 	defer t.Stop()
+	var changes <-chan struct{}
+	if n, ok := a.store.(ChangeNotifier); ok {
+		// Without notifications the poll still delivers everything.
+		if c, err := n.Changes(ctx); err == nil {
+			changes = c
+		}
+	}
 	storeID := ""
 	for {
 		p, err := a.store.EventsAfter(ctx, after, followPage)
@@ -91,6 +110,10 @@ func (a *Authority) Follow(ctx context.Context, after uint64, resume bool, poll 
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-t.C:
+		case _, open := <-changes:
+			if !open {
+				changes = nil // the poll goes on
+			}
 		}
 	}
 }

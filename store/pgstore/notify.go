@@ -185,3 +185,23 @@ func parsePayload(p string) (Notification, bool) {
 	}
 	return Notification{StoreID: id, Sequence: n}, true
 }
+
+// Changes implements aais.ChangeNotifier over Subscribe: Authority.Follow
+// on one replica reads the log as soon as any replica records an event.
+func (s *Store) Changes(ctx context.Context) (<-chan struct{}, error) {
+	sub, err := s.Subscribe(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make(chan struct{}, 1)
+	go func() {
+		defer close(out)
+		for range sub {
+			select {
+			case out <- struct{}{}:
+			default: // one pending wake-up is enough
+			}
+		}
+	}()
+	return out, nil
+}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -825,4 +826,46 @@ func TestOpenErrors(t *testing.T) {
 	if _, err := pgstore.Open(t.Context(), "postgres://%zz", nil); err == nil {
 		t.Fatal("Open accepted a malformed DSN")
 	}
+}
+
+// A presenter following the stream on replica B sees a request created on
+// replica A although its poll is an hour: Follow reads the log when the
+// store announces a change (LISTEN/NOTIFY). The delay is logged, not
+// asserted (figures go in docs/benchmarks.md).
+func TestFollowAcrossReplicasIsPrompt(t *testing.T) {
+	st := replicas(t, 2)
+	a, b := st[0], st[1]
+	clock := aaistest.NewClock(aaistest.Start)
+	authA := aaistest.NewAuthority(t, a, clock)
+	authB := aaistest.NewAuthority(t, b, clock)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	seen := make(chan string, 16)
+	go func() {
+		_ = authB.Follow(ctx, 0, false, time.Hour, aais.Follower{Message: func(m *aais.Message) error {
+			if m.Type == aais.TypeRequested {
+				seen <- m.Request.ID
+			}
+			return nil
+		}})
+	}()
+	time.Sleep(200 * time.Millisecond) // the snapshot and the LISTEN are in place
+	var took []time.Duration
+	for i := range 5 {
+		r := aaistest.Request(t, clock.Now(), strconv.Itoa(i))
+		start := time.Now()
+		if _, _, err := authA.Create(t.Context(), r); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case id := <-seen:
+			if id != r.ID {
+				t.Fatalf("saw %s, want %s", id, r.ID)
+			}
+			took = append(took, time.Since(start))
+		case <-time.After(5 * time.Second):
+			t.Fatalf("request %d never reached the follower on the other replica (its poll is an hour)", i)
+		}
+	}
+	t.Logf("cross-replica delivery: %v", took)
 }
