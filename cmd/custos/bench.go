@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -25,6 +26,8 @@ import (
 func newBenchCommand() *cobra.Command {
 	cmd := &cobra.Command{Use: "bench", Short: "Measure Custos on this machine"}
 	var requests, concurrency int
+	var rate float64
+	var cpuprofile string
 	gw := &cobra.Command{
 		Use:   "gateway",
 		Short: "Signed not_required requests through the gateway, next to a bare net/http handler",
@@ -32,17 +35,25 @@ func newBenchCommand() *cobra.Command {
 handler), then send the same bodies with --concurrency clients, first to a
 bare net/http handler that reads the body and answers a fixed JSON, then to a
 full gateway in this process (verify, validate, authorize, run, audit, sign,
-all durable). Prints throughput and p50/p99 latency of both and their ratio.`,
+all durable). Prints throughput and p50/p99 latency of both and their ratio.
+With --rate, requests are sent at that fixed rate whatever the answers, and
+latency counts from when each request was due (no coordinated omission).`,
 		Args: argsExactly(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if requests < 1 || concurrency < 1 {
 				return usageError{fmt.Errorf("--requests and --concurrency must be positive")}
 			}
-			return benchGateway(cmd.Context(), cmd.OutOrStdout(), requests, concurrency)
+			if rate < 0 {
+				return usageError{fmt.Errorf("--rate must not be negative")}
+			}
+			return benchGateway(cmd.Context(), cmd.OutOrStdout(), benchOptions{requests: requests, concurrency: concurrency,
+				rate: rate, cpuprofile: cpuprofile})
 		},
 	}
 	gw.Flags().IntVar(&requests, "requests", 5000, "requests per run")
-	gw.Flags().IntVar(&concurrency, "concurrency", 16, "concurrent clients")
+	gw.Flags().IntVar(&concurrency, "concurrency", 16, "concurrent clients (closed loop: each sends its next request when answered)")
+	gw.Flags().Float64Var(&rate, "rate", 0, "send at this many requests per second instead (open loop: latency counts from each request's scheduled time)")
+	gw.Flags().StringVar(&cpuprofile, "cpuprofile", "", "write a CPU profile of the gateway run to this file")
 	cmd.AddCommand(gw)
 	return cmd
 }
@@ -56,7 +67,21 @@ type benchResult struct {
 
 func (r benchResult) rate() float64 { return float64(r.n) / r.elapsed.Seconds() }
 
-func benchGateway(ctx context.Context, out io.Writer, requests, concurrency int) error {
+type benchOptions struct {
+	requests, concurrency int
+	rate                  float64
+	cpuprofile            string
+}
+
+func benchGateway(ctx context.Context, out io.Writer, o benchOptions) error {
+	requests, concurrency := o.requests, o.concurrency
+	var bodies [][]byte
+	run := func(url string) (benchResult, error) {
+		if o.rate > 0 {
+			return benchOpenLoop(ctx, url, bodies, o.rate, 200)
+		}
+		return benchRun(ctx, url, bodies, concurrency, 200)
+	}
 	dir, err := os.MkdirTemp("", "custos-bench-")
 	if err != nil {
 		return err
@@ -68,7 +93,7 @@ func benchGateway(ctx context.Context, out io.Writer, requests, concurrency int)
 		return err
 	}
 	fmt.Fprintf(out, "signing %d requests...\n", requests)
-	bodies := make([][]byte, requests)
+	bodies = make([][]byte, requests)
 	for i := range bodies {
 		e, err := arsia.NewRequest(agent, "agent:bench.gateway", []string{"bench.echo"}, "com.bench/echo",
 			map[string]any{"n": i, "text": "hello"}, arsia.BuildOptions{Now: time.Now(), TTL: time.Hour,
@@ -100,7 +125,7 @@ func benchGateway(ctx context.Context, out io.Writer, requests, concurrency int)
 		_, _ = io.WriteString(w, `{"ok":true}`)
 	})}
 	go func() { _ = bare.Serve(ln) }()
-	base, err := benchRun(ctx, "http://"+ln.Addr().String()+"/", bodies, concurrency, 200)
+	base, err := run("http://" + ln.Addr().String() + "/")
 	_ = bare.Close()
 	if err != nil {
 		return err
@@ -119,14 +144,31 @@ func benchGateway(ctx context.Context, out io.Writer, requests, concurrency int)
 	if err != nil {
 		return err
 	}
-	full, err := benchRun(ctx, addr+"/v1/arsia/inbox", bodies, concurrency, 200)
+	if o.cpuprofile != "" {
+		f, err := os.Create(o.cpuprofile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+	}
+	full, err := run(addr + "/v1/arsia/inbox")
+	if o.cpuprofile != "" {
+		pprof.StopCPUProfile()
+	}
 	if serr := stop(); err == nil {
 		err = serr
 	}
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "%d requests, %d concurrent clients, one process on this machine\n", requests, concurrency)
+	if o.rate > 0 {
+		fmt.Fprintf(out, "%d requests at %.0f req/s (open loop), one process on this machine\n", requests, o.rate)
+	} else {
+		fmt.Fprintf(out, "%d requests, %d concurrent clients, one process on this machine\n", requests, concurrency)
+	}
 	fmt.Fprintf(out, "  bare net/http  %8.0f req/s  p50 %-10v p99 %v\n", base.rate(), base.p50, base.p99)
 	fmt.Fprintf(out, "  custos serve   %8.0f req/s  p50 %-10v p99 %v  (failed %d)\n", full.rate(), full.p50, full.p99, full.failed)
 	fmt.Fprintf(out, "  ratio          %.3fx the bare handler's throughput\n", full.rate()/base.rate())
@@ -176,6 +218,52 @@ func benchRun(ctx context.Context, url string, bodies [][]byte, concurrency, wan
 	if firstErr != nil && failed.Load() == int64(len(bodies)) {
 		return benchResult{}, firstErr
 	}
+	slices.Sort(lat)
+	pct := func(p float64) time.Duration {
+		return lat[min(len(lat)-1, int(p*float64(len(lat))))].Round(10 * time.Microsecond)
+	}
+	return benchResult{n: len(bodies), elapsed: el, p50: pct(0.50), p99: pct(0.99), failed: failed.Load()}, nil
+}
+
+// benchOpenLoop posts every body once, the i-th at start + i/rate whatever
+// the earlier answers; a latency counts from the request's due time, so a
+// server that falls behind shows it.
+func benchOpenLoop(ctx context.Context, url string, bodies [][]byte, rate float64, wantStatus int) (benchResult, error) {
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 512}}
+	defer client.CloseIdleConnections()
+	lat := make([]time.Duration, len(bodies))
+	var failed atomic.Int64
+	var wg sync.WaitGroup
+	interval := time.Duration(float64(time.Second) / rate)
+	start := time.Now()
+	for i := range bodies {
+		due := start.Add(time.Duration(i) * interval)
+		if d := time.Until(due); d > 0 {
+			select {
+			case <-ctx.Done():
+				return benchResult{}, ctx.Err()
+			case <-time.After(d):
+			}
+		}
+		wg.Go(func() {
+			req, _ := http.NewRequestWithContext(ctx, "POST", url, bytes.NewReader(bodies[i]))
+			req.Header.Set("Content-Type", "application/arsia+json; v=1")
+			resp, err := client.Do(req)
+			if err != nil {
+				failed.Add(1)
+				lat[i] = time.Since(due)
+				return
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			lat[i] = time.Since(due)
+			if resp.StatusCode != wantStatus {
+				failed.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	el := time.Since(start)
 	slices.Sort(lat)
 	pct := func(p float64) time.Duration {
 		return lat[min(len(lat)-1, int(p*float64(len(lat))))].Round(10 * time.Microsecond)
