@@ -160,6 +160,16 @@ func (p *Policy) Permission(actor aais.Actor, req *aais.Request) Permission {
 	return perm
 }
 
+// Check is the policy check for bindings outside this package (AG-UI): nil
+// when actor may make decision d on req, otherwise an error saying why
+// (its ASC code is PERMISSION_DENIED or INVALID_REQUEST).
+func (p *Policy) Check(actor aais.Actor, req *aais.Request, d *aais.Decision) error {
+	if f := p.check(actor, req, d); f != nil {
+		return fmt.Errorf("%s: %s", f.code.Name(), f.detail)
+	}
+	return nil
+}
+
 // check is the policy check every decision passes before the authority
 // sees it; nil means the decision may go ahead.
 func (p *Policy) check(actor aais.Actor, req *aais.Request, d *aais.Decision) *failure {

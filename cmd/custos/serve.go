@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/custos-runtime/custos/aais"
+	"github.com/custos-runtime/custos/agui"
 	"github.com/custos-runtime/custos/arsia"
 	"github.com/custos-runtime/custos/arsia/sig"
 	"github.com/custos-runtime/custos/audit"
@@ -159,6 +160,14 @@ func serve(ctx context.Context, cfg config.Config, out, errOut io.Writer) error 
 		return err
 	}
 	handlers := map[string]handler.Handler{}
+	defer func() {
+		// MCP handlers keep a server process or session open.
+		for _, h := range handlers {
+			if c, ok := h.(io.Closer); ok {
+				_ = c.Close()
+			}
+		}
+	}()
 	for name, h := range cfg.Handlers {
 		if handlers[name], err = newHandler(h); err != nil {
 			return fmt.Errorf("handlers.%s: %w", name, err)
@@ -226,6 +235,16 @@ func serve(ctx context.Context, cfg config.Config, out, errOut io.Writer) error 
 	}
 	mux.Handle("/v1/reviews", reviews)
 	mux.Handle("/v1/reviews/", reviews)
+	// AG-UI front ends resume an interrupted run with a decision; the same
+	// reviewers, credentials and policy as the approvals API.
+	resume, err := agui.NewHandler(agui.HandlerOptions{Authority: auth, Auth: reviewerUI.auth, Logger: logger,
+		Authorize: func(_ context.Context, a aais.Actor, r *aais.Request, d *aais.Decision) error {
+			return reviewerUI.policy.Check(a, r, d)
+		}})
+	if err != nil {
+		return err
+	}
+	mux.Handle(agui.ResumePath, resume)
 	mux.Handle("/", inbox)
 
 	ln, err := net.Listen("tcp", cfg.Listen)
@@ -320,6 +339,20 @@ func newHandler(h config.Handler) (handler.Handler, error) {
 		return handler.NewHTTP(handler.HTTPConfig{URL: h.URL, Timeout: h.Timeout})
 	case "exec":
 		return handler.NewExec(handler.ExecConfig{Command: h.Command, Dir: h.Dir, Env: h.Env, Timeout: h.Timeout})
+	case "mcp":
+		// A stdio server is started on the first call, not here.
+		m, err := handler.NewMCP(handler.MCPConfig{Command: h.Command, Dir: h.Dir, Env: h.Env, URL: h.URL,
+			Tools: h.Tools, Timeout: h.Timeout})
+		if err != nil {
+			return nil, err
+		}
+		return m, nil
+	case "a2a":
+		a, err := handler.NewA2A(handler.A2AConfig{URL: h.URL, Timeout: h.Timeout})
+		if err != nil {
+			return nil, err
+		}
+		return a, nil
 	}
 	return nil, fmt.Errorf("unknown handler type %q", h.Type)
 }

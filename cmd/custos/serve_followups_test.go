@@ -280,3 +280,55 @@ func TestServePostExecutionReview(t *testing.T) {
 		t.Fatalf("metrics:\n%s", metrics.String())
 	}
 }
+
+// An AG-UI front end resumes an interrupted run: the decision in
+// resume.metadata.aais is decided as the authenticated reviewer, and the
+// gateway's waiting call runs.
+func TestServeAGUIResume(t *testing.T) {
+	g := startGateway(t, filepath.Join(t.TempDir(), "data"), nil)
+	defer g.stop()
+	code, _, hdr := g.send(t, "billing.invoice.create", "EU-AI-ACT-HIGH-RISK", map[string]any{"amount": "3.00"}, nil)
+	if code != 202 {
+		t.Fatalf("%d", code)
+	}
+	snapReq, _ := http.NewRequestWithContext(t.Context(), "GET", g.url+"/approvals/snapshot", nil)
+	snapReq.Header.Set("Authorization", "Bearer "+g.token)
+	resp, err := http.DefaultClient.Do(snapReq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	_, _ = b.ReadFrom(resp.Body)
+	resp.Body.Close()
+	snap, err := aais.Parse(b.Bytes())
+	if err != nil || len(snap.Snapshot.Pending) != 1 {
+		t.Fatalf("snapshot: %v", err)
+	}
+	r := snap.Snapshot.Pending[0]
+	d, _ := aais.NewDecision(&r, aais.DecisionParams{Decision: aais.Approve, Scope: aais.ScopeOnce,
+		Actor: aais.Actor{ID: "forged", Type: aais.ActorHuman}, DecidedAt: time.Now()})
+	m, _ := aais.NewMessage(aais.Header{OccurredAt: time.Now()}, d)
+	decided, _ := aais.Marshal(m)
+	body := `{"resume":{"interruptId":"` + r.ID + `","metadata":{"aais":` + string(decided) + `}}}`
+	post := func(token string) int {
+		req, _ := http.NewRequestWithContext(t.Context(), "POST", g.url+"/agui/resume", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		c, out, _ := g.do(t, req)
+		if c == 200 && out["continue"] != true {
+			t.Fatalf("resume answered %v", out)
+		}
+		return c
+	}
+	if c := post(""); c != 401 {
+		t.Fatalf("resume without credentials: %d", c)
+	}
+	if c := post(g.token); c != 200 {
+		t.Fatalf("resume: %d", c)
+	}
+	if c, _ := g.awaitFinal(t, hdr.Get("Custos-Exchange")); c != 200 || g.upstream.Load() != 1 {
+		t.Fatalf("after the AG-UI resume: %d, upstream %d", c, g.upstream.Load())
+	}
+}

@@ -28,6 +28,9 @@ type reviewerSurfaces struct {
 	// queue): their API tokens, the login token, and browser sessions
 	// with the same CSRF and Origin checks.
 	auth httpapi.Authenticator
+	// policy is the roles and separation-of-duties check of every
+	// decision, for bindings outside the approvals API (AG-UI).
+	policy *httpapi.Policy
 }
 
 // mount registers the reviewer endpoints on exact paths, so that they take
@@ -105,7 +108,7 @@ func newReviewerSurfaces(cfg config.Config, auth *aais.Authority, st aais.Store,
 		return nil, "", err
 	}
 	reviewerAuth := httpapi.SessionAuth{Bearer: tokens, Sessions: sessions, AllowedOrigins: origins}
-	return &reviewerSurfaces{approvals: approvals, ui: ui, auth: reviewerAuth}, token, nil
+	return &reviewerSurfaces{approvals: approvals, ui: ui, auth: reviewerAuth, policy: policy}, token, nil
 }
 
 func randomToken() (string, error) {

@@ -235,8 +235,10 @@ type Sender struct {
 	CallbackURL string `yaml:"callback_url"`
 }
 
-// Handler says how one capability runs. Type is echo, http or exec; the
-// other fields belong to one type each.
+// Handler says how one capability runs. Type is echo, http, exec, mcp or
+// a2a; the other fields belong to some types each: URL to http, a2a and mcp
+// (Streamable HTTP), Command, Dir and Env to exec and mcp (stdio), Tools to
+// mcp.
 type Handler struct {
 	Type    string        `yaml:"type"`
 	URL     string        `yaml:"url"`
@@ -244,6 +246,9 @@ type Handler struct {
 	Dir     string        `yaml:"dir"`
 	Env     []string      `yaml:"env"`
 	Timeout time.Duration `yaml:"timeout"`
+	// Tools, for mcp, lists the tool names the handler may call (all
+	// when empty).
+	Tools []string `yaml:"tools"`
 }
 
 // Oversight tunes approvals.
@@ -435,8 +440,34 @@ func (c *Config) Check() error {
 			if len(h.Command) == 0 || !filepath.IsAbs(h.Command[0]) {
 				bad("handlers.%s.command: want an absolute program path and its arguments", name)
 			}
+		case "mcp":
+			switch {
+			case (len(h.Command) == 0) == (h.URL == ""):
+				bad("handlers.%s: an mcp handler wants either command (stdio) or url (Streamable HTTP)", name)
+			case len(h.Command) > 0 && !filepath.IsAbs(h.Command[0]):
+				bad("handlers.%s.command: want an absolute program path and its arguments", name)
+			case h.URL != "":
+				if u, err := url.Parse(h.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+					bad("handlers.%s.url %q: want an http or https URL", name, h.URL)
+				}
+				if h.Dir != "" || len(h.Env) > 0 {
+					bad("handlers.%s: dir and env apply to a command, not a url", name)
+				}
+			}
+			for _, tool := range h.Tools {
+				if tool == "" || strings.ContainsAny(tool, " \t\r\n") {
+					bad("handlers.%s.tools: %q is not a tool name", name, tool)
+				}
+			}
+		case "a2a":
+			if u, err := url.Parse(h.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				bad("handlers.%s.url %q: want an http or https URL", name, h.URL)
+			}
 		default:
-			bad("handlers.%s.type %q: want echo, http or exec", name, h.Type)
+			bad("handlers.%s.type %q: want echo, http or exec, or an mcp or a2a handler", name, h.Type)
+		}
+		if len(h.Tools) > 0 && h.Type != "mcp" {
+			bad("handlers.%s.tools: only an mcp handler has tools", name)
 		}
 		if h.Timeout < 0 {
 			bad("handlers.%s.timeout: negative", name)

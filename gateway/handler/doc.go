@@ -40,6 +40,14 @@
 //     stdin and an explicit environment, and reads a JSON object from its
 //     stdout; kind "process.exec", resource the absolute program path, risk
 //     high. It is meant for demos.
+//   - MCP runs an ARSIA-carried MCP tools/call (payload type
+//     arsiaprotocol.mcp/tool-call) on a configured MCP server, over stdio
+//     or Streamable HTTP; kind "tool.call", resource the server, the whole
+//     JSON-RPC object as arguments (so the digest covers tool and
+//     arguments).
+//   - A2A sends an ARSIA-carried A2A task (arsiaprotocol.a2a/task) to a
+//     configured A2A agent and maps the task state to an ASC status; kind
+//     "a2a.task".
 //
 // # ASC statuses
 //
