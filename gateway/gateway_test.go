@@ -57,7 +57,7 @@ func TestRecoverInterrupted(t *testing.T) {
 	if _, ok, err := xs.Claim(ctx, x.ID, exchange.Received); err != nil || !ok {
 		t.Fatalf("claim: %v %v", ok, err)
 	}
-	n, err := g.Recover(ctx)
+	n, err := g.Recover(ctx, "")
 	if err != nil || n != 1 {
 		t.Fatalf("Recover = %d, %v", n, err)
 	}
@@ -76,7 +76,28 @@ func TestRecoverInterrupted(t *testing.T) {
 	if err != nil || !rep.OK() || rep.Records != 1 {
 		t.Fatalf("audit: %+v, %v", rep, err)
 	}
-	if n, err := g.Recover(ctx); err != nil || n != 0 {
+	if n, err := g.Recover(ctx, ""); err != nil || n != 0 {
 		t.Fatalf("second Recover = %d, %v", n, err)
+	}
+}
+
+// Replicas sharing an exchange store end only their own predecessor's
+// claims: another replica's exchange in executing may be running now.
+func TestRecoverOnlyOwnInstance(t *testing.T) {
+	g, xs, _ := newTestGateway(t)
+	ctx := t.Context()
+	x, _, err := xs.Create(ctx, exchange.Exchange{Sender: "agent:acme.advisor", MessageID: arsia.NewID(), Capability: "demo.echo",
+		State: exchange.Executing})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := g.Recover(ctx, "replica-b"); err != nil || n != 0 {
+		t.Fatalf("Recover(another instance) = %d, %v", n, err)
+	}
+	if got, _ := xs.Get(ctx, x.ID); got.State != exchange.Executing {
+		t.Fatalf("another replica's claim was ended: %s", got.State)
+	}
+	if n, err := g.Recover(ctx, xs.Instance()); err != nil || n != 1 {
+		t.Fatalf("Recover(own instance) = %d, %v", n, err)
 	}
 }

@@ -442,14 +442,20 @@ func (g *Gateway) sign(env *arsia.Envelope, err error) (json.RawMessage, error) 
 // stopped between claiming an action and recording its result): whether
 // the action ran is unknown, so it is never run again; the sender gets an
 // error with ASC 6005 RESULT_STATE_UNKNOWN. Call it once at start, before
-// serving, when this process is the only gateway on its exchange store.
-func (g *Gateway) Recover(ctx context.Context) (int, error) {
+// serving. With instance "", every exchange left executing is ended: only
+// when this process is the only gateway on its exchange store. Replicas
+// sharing a store each pass their own stable instance name (the exchange
+// store's Instance) and end only the claims their predecessor made.
+func (g *Gateway) Recover(ctx context.Context, instance string) (int, error) {
 	xs, err := g.o.Exchanges.Interrupted(ctx)
 	if err != nil {
 		return 0, err
 	}
 	n := 0
 	for _, x := range xs {
+		if instance != "" && x.ClaimedBy != instance {
+			continue // another replica's, perhaps running now
+		}
 		now := g.o.Now()
 		e := &arsia.Error{Code: arsia.CodeInternalError,
 			Description: "The gateway stopped while running this action; whether it ran is unknown, and it is not run again.",

@@ -193,7 +193,7 @@ func serve(ctx context.Context, cfg config.Config, out, errOut io.Writer) error 
 
 	// One gateway per data directory: whatever the last one left running
 	// when it stopped has an unknown outcome and is not run again.
-	if n, err := gw.Recover(ctx); err != nil {
+	if n, err := gw.Recover(ctx, ""); err != nil {
 		return err
 	} else if n > 0 {
 		logger.Warn("ended interrupted exchanges with an unknown result", "count", n)
