@@ -73,6 +73,8 @@ store (custos approvals).`,
 		newDemoCommand(),
 		newBenchCommand(),
 		newTokenCommand(),
+		newMCPProxyCommand(),
+		newReviewCommand(),
 	)
 	return root
 }

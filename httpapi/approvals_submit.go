@@ -1,0 +1,254 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/custos-runtime/custos/aais"
+	"github.com/custos-runtime/custos/asc"
+)
+
+// SubmitOptions configures the request endpoints NewSubmit serves: how a
+// requester in another process (custos mcp-proxy with authority:) asks
+// this authority for a human decision and waits for it.
+type SubmitOptions struct {
+	// Authority records the requests (required).
+	Authority *aais.Authority
+	// Auth authenticates every call, by "Authorization: Bearer TOKEN"
+	// (required). Browser sessions are not accepted here.
+	Auth Authenticator
+	// ReservedHarnesses are origin.harness values a submitted request may
+	// not use, because this process's own requests use them: a request
+	// under the gateway's harness could share its session rules. Nil means
+	// {"custos"}, the gateway's.
+	ReservedHarnesses []string
+	// MaxBody caps a submitted request (1 MiB when zero); MaxWait caps a
+	// long poll (60 s when zero).
+	MaxBody int64
+	MaxWait time.Duration
+	// Logger receives diagnostics (slog.Default when nil).
+	Logger *slog.Logger
+}
+
+type submit struct{ o SubmitOptions }
+
+// NewSubmit returns the handler of
+//
+//	POST /approvals/requests                 an approval.requested envelope in;
+//	                                         202 with the request event as
+//	                                         recorded while it is pending, or
+//	                                         200 with the approval.resolved
+//	                                         receipt when a remembered rule
+//	                                         approved it at once
+//	GET  /approvals/requests/{id}[?wait=D]   202 with the request event while
+//	                                         pending, 200 with the receipt once
+//	                                         resolved; with wait (a Go
+//	                                         duration, at most MaxWait) the
+//	                                         answer waits for the resolution
+//	POST /approvals/requests/{id}/withdraw   cancels the pending requests of
+//	                                         the request's run (origin.run_id)
+//	                                         and answers its receipt
+//
+// Every call needs a bearer token that Auth accepts (the reviewers' API
+// tokens). A submitted request may not offer persistent choices (a rule
+// outliving the requester could approve other processes' actions), may not
+// use a reserved harness, and may carry the custos.dev/exchange extension
+// only with a profile member. Errors are problem documents with their ASC
+// status: 401, 400/413/415 INVALID_REQUEST, 404 NOT_FOUND, 409 CONFLICT (the
+// id is taken by another request; a request without run id to withdraw by),
+// 500.
+//
+// Mount it ahead of NewApprovals' "/approvals/" on the same mux:
+//
+//	mux.Handle("/approvals/requests", submit)
+//	mux.Handle("/approvals/requests/", submit)
+func NewSubmit(o SubmitOptions) (http.Handler, error) {
+	if o.Authority == nil || o.Auth == nil {
+		return nil, errors.New("httpapi: submit needs an authority and an authenticator")
+	}
+	if o.ReservedHarnesses == nil {
+		o.ReservedHarnesses = []string{"custos"}
+	}
+	if o.MaxBody <= 0 {
+		o.MaxBody = 1 << 20
+	}
+	if o.MaxWait <= 0 {
+		o.MaxWait = 60 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	s := &submit{o: o}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /approvals/requests", s.create)
+	mux.HandleFunc("GET /approvals/requests/{id}", s.state)
+	mux.HandleFunc("POST /approvals/requests/{id}/withdraw", s.withdraw)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		actor, err := o.Auth.Authenticate(r)
+		if err != nil {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="custos"`)
+			problem(w, asc.AuthenticationRequired, http.StatusUnauthorized, "Authentication is required.")
+			return
+		}
+		mux.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), actorKey{}, actor)))
+	}), nil
+}
+
+func (s *submit) create(w http.ResponseWriter, r *http.Request) {
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		problem(w, asc.InvalidRequest, http.StatusUnsupportedMediaType, "Send the approval.requested envelope as application/json.")
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.o.MaxBody))
+	if err != nil {
+		problem(w, asc.InvalidRequest, http.StatusRequestEntityTooLarge, fmt.Sprintf("The body is larger than %d bytes.", s.o.MaxBody))
+		return
+	}
+	m, err := aais.Parse(body)
+	if err != nil {
+		problem(w, asc.InvalidRequest, http.StatusBadRequest, "Not a valid AAIS message: "+err.Error())
+		return
+	}
+	if m.Type != aais.TypeRequested {
+		problem(w, asc.InvalidRequest, http.StatusBadRequest, fmt.Sprintf("Expected approval.requested, got %s.", m.Type))
+		return
+	}
+	req := m.Request
+	if detail := s.refusal(req); detail != "" {
+		problem(w, asc.InvalidRequest, http.StatusBadRequest, detail)
+		return
+	}
+	actor, _ := r.Context().Value(actorKey{}).(aais.Actor)
+	sub, err := s.o.Authority.Submit(r.Context(), req)
+	switch {
+	case errors.Is(err, aais.ErrConflict):
+		problem(w, asc.Conflict, http.StatusConflict, "The request id is already used by a different request.")
+		return
+	case errors.Is(err, aais.ErrInvalid):
+		problem(w, asc.InvalidRequest, http.StatusBadRequest, err.Error())
+		return
+	case err != nil:
+		s.fail(w, r, err)
+		return
+	}
+	s.o.Logger.InfoContext(r.Context(), "approval request submitted", "request", req.ID, "action", req.Action.Name(),
+		"harness", req.Origin.Harness, "session", req.Origin.SessionID, "by", actor.ID, "created", sub.Created)
+	if sub.Receipt != nil {
+		writeMessage(w, http.StatusOK, sub.Receipt)
+		return
+	}
+	writeMessage(w, http.StatusAccepted, sub.Event)
+}
+
+// refusal says why a submitted request is not accepted ("" when it is).
+func (s *submit) refusal(req *aais.Request) string {
+	if slices.Contains(s.o.ReservedHarnesses, req.Origin.Harness) {
+		return fmt.Sprintf("origin.harness %q is reserved for this server's own requests.", req.Origin.Harness)
+	}
+	for _, c := range req.Choices {
+		if c.Scope == aais.ScopePersistent {
+			return "Submitted requests may not offer persistent approvals; offer once or session choices."
+		}
+	}
+	if raw, ok := req.Extensions[ExchangeExtension]; ok {
+		var ext map[string]json.RawMessage
+		if json.Unmarshal(raw, &ext) != nil {
+			return "The custos.dev/exchange extension must be an object."
+		}
+		for k := range ext {
+			if k != "profile" {
+				return "The custos.dev/exchange extension of a submitted request may carry only profile."
+			}
+		}
+	}
+	return ""
+}
+
+func (s *submit) state(w http.ResponseWriter, r *http.Request) {
+	var wait time.Duration
+	if v := r.URL.Query().Get("wait"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			problem(w, asc.InvalidRequest, http.StatusBadRequest, "wait: a duration such as 25s.")
+			return
+		}
+		wait = min(d, s.o.MaxWait)
+	}
+	ctx := r.Context()
+	id := r.PathValue("id")
+	st, err := s.o.Authority.State(ctx, id)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if st.Resolution != nil {
+		writeMessage(w, http.StatusOK, st.Resolution.Event)
+		return
+	}
+	if wait > 0 {
+		wctx, cancel := context.WithTimeout(ctx, wait)
+		receipt, err := s.o.Authority.Wait(wctx, id, 250*time.Millisecond)
+		cancel()
+		switch {
+		case err == nil:
+			writeMessage(w, http.StatusOK, receipt)
+			return
+		case ctx.Err() != nil:
+			return // the client went away
+		case !errors.Is(err, context.DeadlineExceeded):
+			s.fail(w, r, err)
+			return
+		}
+	}
+	writeMessage(w, http.StatusAccepted, st.Request.Event)
+}
+
+func (s *submit) withdraw(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	id := r.PathValue("id")
+	st, err := s.o.Authority.State(ctx, id)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if st.Resolution == nil {
+		run := st.Request.Event.Request.Origin.RunID
+		if run == "" {
+			problem(w, asc.Conflict, http.StatusConflict, "The request names no run to withdraw it by; deny it instead.")
+			return
+		}
+		if _, err := s.o.Authority.CancelOwned(ctx, aais.Owner{RunID: run}); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		if st, err = s.o.Authority.State(ctx, id); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+	}
+	if st.Resolution == nil {
+		s.fail(w, r, errors.New("the request is still pending after its withdrawal"))
+		return
+	}
+	writeMessage(w, http.StatusOK, st.Resolution.Event)
+}
+
+func (s *submit) fail(w http.ResponseWriter, r *http.Request, err error) {
+	switch {
+	case errors.Is(err, aais.ErrUnknownRequest):
+		problem(w, asc.NotFound, http.StatusNotFound, "No such approval request.")
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		problem(w, asc.Timeout, http.StatusServiceUnavailable, "The request was cancelled.")
+	default:
+		s.o.Logger.ErrorContext(r.Context(), "approval requests", "err", err)
+		problem(w, asc.InternalError, http.StatusInternalServerError, "The approval store failed.")
+	}
+}

@@ -1,0 +1,57 @@
+package mcpproxy
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"io"
+	"log/slog"
+	"regexp"
+)
+
+// Harness is origin.harness of every approval request the proxy makes.
+const Harness = "custos-mcp-proxy"
+
+// ActionKind is action.kind of every approval request the proxy makes.
+const ActionKind = "tool.call"
+
+// DetailsKey is the ASC details member describing a refused call.
+const DetailsKey = "dev.custos.mcp_proxy"
+
+// aaisID is the AAIS schema's id pattern (tool names, agent ids, profiles).
+var aaisID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]*$`)
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		panic(err)
+	}
+	return hex.EncodeToString(b)
+}
+
+// RunConfig is what Run needs.
+type RunConfig struct {
+	Policy *Policy
+	// Command is the wrapped stdio MCP server and its arguments.
+	Command []string
+	// Stdin and Stdout are the MCP channel to the host; Stderr receives
+	// the wrapped server's standard error and the diagnostics.
+	Stdin  io.Reader
+	Stdout io.Writer
+	Stderr io.Writer
+	// Logger receives diagnostics (text on Stderr when nil).
+	Logger *slog.Logger
+}
+
+// OpenApprovals opens the authority the policy names: the embedded store
+// (store:) or a running custos serve (authority: and token:).
+func OpenApprovals(ctx context.Context, p *Policy) (Approvals, error) {
+	if p.Store != "" {
+		return OpenEmbedded(ctx, p.Store)
+	}
+	if p.Authority != "" {
+		return NewRemote(p.Authority, p.Token, nil), nil
+	}
+	return nil, errors.New("mcpproxy: the policy names no authority")
+}
