@@ -218,11 +218,16 @@ func benchRun(ctx context.Context, url string, bodies [][]byte, concurrency, wan
 	if firstErr != nil && failed.Load() == int64(len(bodies)) {
 		return benchResult{}, firstErr
 	}
+	return summarize(lat, el, failed.Load()), nil
+}
+
+// summarize sorts the latencies and reads the percentiles.
+func summarize(lat []time.Duration, elapsed time.Duration, failed int64) benchResult {
 	slices.Sort(lat)
 	pct := func(p float64) time.Duration {
 		return lat[min(len(lat)-1, int(p*float64(len(lat))))].Round(10 * time.Microsecond)
 	}
-	return benchResult{n: len(bodies), elapsed: el, p50: pct(0.50), p99: pct(0.99), failed: failed.Load()}, nil
+	return benchResult{n: len(lat), elapsed: elapsed, p50: pct(0.50), p99: pct(0.99), failed: failed}
 }
 
 // benchOpenLoop posts every body once, the i-th at start + i/rate whatever
@@ -263,10 +268,5 @@ func benchOpenLoop(ctx context.Context, url string, bodies [][]byte, rate float6
 		})
 	}
 	wg.Wait()
-	el := time.Since(start)
-	slices.Sort(lat)
-	pct := func(p float64) time.Duration {
-		return lat[min(len(lat)-1, int(p*float64(len(lat))))].Round(10 * time.Microsecond)
-	}
-	return benchResult{n: len(bodies), elapsed: el, p50: pct(0.50), p99: pct(0.99), failed: failed.Load()}, nil
+	return summarize(lat, time.Since(start), failed.Load()), nil
 }
