@@ -190,20 +190,7 @@ func TestServeReplayedDecision(t *testing.T) {
 	if code != 202 {
 		t.Fatalf("%d", code)
 	}
-	snapReq, _ := http.NewRequestWithContext(t.Context(), "GET", g.url+"/approvals/snapshot", nil)
-	snapReq.Header.Set("Authorization", "Bearer "+g.token)
-	resp, err := http.DefaultClient.Do(snapReq)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var snapBody bytes.Buffer
-	_, _ = snapBody.ReadFrom(resp.Body)
-	resp.Body.Close()
-	snap, err := aais.Parse(snapBody.Bytes())
-	if err != nil || len(snap.Snapshot.Pending) != 1 {
-		t.Fatalf("snapshot: %v", err)
-	}
-	r := snap.Snapshot.Pending[0]
+	r := g.onlyPending(t)
 	post := func(v aais.Verdict, id string, want int) map[string]any {
 		d, err := aais.NewDecision(&r, aais.DecisionParams{ID: id, Decision: v, Scope: aais.ScopeOnce,
 			Actor: aais.Actor{ID: "x", Type: aais.ActorHuman}, DecidedAt: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)})
@@ -291,20 +278,7 @@ func TestServeAGUIResume(t *testing.T) {
 	if code != 202 {
 		t.Fatalf("%d", code)
 	}
-	snapReq, _ := http.NewRequestWithContext(t.Context(), "GET", g.url+"/approvals/snapshot", nil)
-	snapReq.Header.Set("Authorization", "Bearer "+g.token)
-	resp, err := http.DefaultClient.Do(snapReq)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b bytes.Buffer
-	_, _ = b.ReadFrom(resp.Body)
-	resp.Body.Close()
-	snap, err := aais.Parse(b.Bytes())
-	if err != nil || len(snap.Snapshot.Pending) != 1 {
-		t.Fatalf("snapshot: %v", err)
-	}
-	r := snap.Snapshot.Pending[0]
+	r := g.onlyPending(t)
 	d, _ := aais.NewDecision(&r, aais.DecisionParams{Decision: aais.Approve, Scope: aais.ScopeOnce,
 		Actor: aais.Actor{ID: "forged", Type: aais.ActorHuman}, DecidedAt: time.Now()})
 	m, _ := aais.NewMessage(aais.Header{OccurredAt: time.Now()}, d)

@@ -178,19 +178,7 @@ func (g *gatewayUnderTest) status(t *testing.T, id string) (int, map[string]any)
 // approve decides the one pending request through the approvals API.
 func (g *gatewayUnderTest) decide(t *testing.T, v aais.Verdict) {
 	t.Helper()
-	req, _ := http.NewRequestWithContext(t.Context(), "GET", g.url+"/approvals/snapshot", nil)
-	req.Header.Set("Authorization", "Bearer "+g.token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	snap, err := aais.Parse(b)
-	if err != nil || len(snap.Snapshot.Pending) != 1 {
-		t.Fatalf("snapshot: %s (%v)", b, err)
-	}
-	r := snap.Snapshot.Pending[0]
+	r := g.onlyPending(t)
 	d, err := aais.NewDecision(&r, aais.DecisionParams{Decision: v, Scope: aais.ScopeOnce, Actor: aais.Actor{ID: "x", Type: aais.ActorHuman}, DecidedAt: time.Now()})
 	if err != nil {
 		t.Fatal(err)
@@ -203,6 +191,24 @@ func (g *gatewayUnderTest) decide(t *testing.T, v aais.Verdict) {
 	if code, m, _ := g.do(t, post); code != 200 {
 		t.Fatalf("decision: %d %v", code, m)
 	}
+}
+
+// onlyPending returns the one pending approval request of the snapshot.
+func (g *gatewayUnderTest) onlyPending(t *testing.T) aais.Request {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(t.Context(), "GET", g.url+"/approvals/snapshot", nil)
+	req.Header.Set("Authorization", "Bearer "+g.token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	snap, err := aais.Parse(b)
+	if err != nil || len(snap.Snapshot.Pending) != 1 {
+		t.Fatalf("snapshot: %s (%v)", b, err)
+	}
+	return snap.Snapshot.Pending[0]
 }
 
 // awaitFinal polls the status URL until the exchange has its final reply.
