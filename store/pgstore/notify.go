@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/custos-runtime/custos/internal/pgutil"
 )
 
 // Notification is what a subscription delivers: the store has recorded
@@ -129,7 +131,7 @@ func (s *Store) listenLoop(ctx context.Context, conn *pgx.Conn, out chan Notific
 	delay := 50 * time.Millisecond
 	for {
 		if conn == nil {
-			if err := sleep(ctx, delay); err != nil {
+			if err := pgutil.Sleep(ctx, delay); err != nil {
 				return
 			}
 			c, first, err := s.listen(ctx)

@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/custos-runtime/custos/aais"
+	"github.com/custos-runtime/custos/internal/pgutil"
 )
 
 // Defaults applied when an Options field is zero.
@@ -30,7 +31,7 @@ const (
 	// DefaultMaxAttempts bounds how often a transaction PostgreSQL aborted
 	// as a serialization failure or deadlock (or whose connection was
 	// lost before COMMIT) is tried.
-	DefaultMaxAttempts = 10
+	DefaultMaxAttempts = pgutil.DefaultMaxAttempts
 	// ApplicationName is the application_name of the pool's connections
 	// when the DSN sets none; the Subscribe connections use
 	// ApplicationName + "-listen".
@@ -67,6 +68,7 @@ type Store struct {
 	schema      string
 	channel     string
 	maxAttempts int
+	runner      pgutil.Runner
 
 	// ctx is cancelled by Close; Subscribe goroutines end with it.
 	ctx       context.Context
@@ -98,25 +100,9 @@ func Open(ctx context.Context, dsn string, o *Options) (*Store, error) {
 	if schema == "" {
 		schema = DefaultSchema
 	}
-	if len(schema) > 63 || strings.ContainsRune(schema, 0) {
-		return nil, fmt.Errorf("pgstore: schema name %q: at most 63 bytes, no NUL", schema)
-	}
-	cfg, err := pgxpool.ParseConfig(dsn)
+	cfg, err := pgutil.PoolConfig(dsn, schema, ApplicationName, o.MaxConns, DefaultMaxConns)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: %w", err)
-	}
-	switch {
-	case o.MaxConns > 0:
-		cfg.MaxConns = o.MaxConns
-	case !strings.Contains(dsn, "pool_max_conns"):
-		cfg.MaxConns = DefaultMaxConns
-	}
-	rp := cfg.ConnConfig.RuntimeParams
-	// Only the store's schema: every unqualified name is one of its
-	// tables (pg_catalog is always searched first).
-	rp["search_path"] = pgx.Identifier{schema}.Sanitize()
-	if rp["application_name"] == "" {
-		rp["application_name"] = ApplicationName
 	}
 	s := &Store{schema: schema, channel: channelName(schema), maxAttempts: DefaultMaxAttempts}
 	if o.MaxAttempts > 0 {
@@ -127,6 +113,12 @@ func Open(ctx context.Context, dsn string, o *Options) (*Store, error) {
 		s.cancel()
 		return nil, fmt.Errorf("pgstore: %w", err)
 	}
+	s.runner = pgutil.Runner{Pool: s.pool, MaxAttempts: s.maxAttempts, Closed: func() error {
+		if s.ctx.Err() != nil {
+			return errClosed
+		}
+		return nil
+	}}
 	if err := s.migrate(ctx); err != nil {
 		_ = s.Close()
 		return nil, fmt.Errorf("pgstore: open schema %s: %w", schema, err)
