@@ -208,8 +208,8 @@ func Open(ctx context.Context, path string, o *Options) (*Store, error) {
 		}
 	}
 	if s.instance == "" {
-		s.instance = "store_" + randomHex()
-	} else if err := checkText("instance", s.instance, maxID, true); err != nil {
+		s.instance = NewInstance()
+	} else if err := CheckText("instance", s.instance, MaxID, true); err != nil {
 		return nil, err
 	}
 	db, err := sqlitedb.Open(ctx, path, &so, schema)
@@ -256,11 +256,16 @@ const (
 
 var hotQueries = []string{qByID, qByKey, qIDExists, qInsert, qUpdate, qIdemGet, qIdemPut}
 
-// Limits on the length of what identifies an exchange.
+// Limits on the length of what identifies an exchange: ids, and the other
+// text an exchange records.
 const (
-	maxID   = 256
-	maxText = 1024
+	MaxID   = 256
+	MaxText = 1024
 )
+
+// NewInstance returns a random Options.Instance ("store_" and 32 hex
+// digits), for a store that was given none.
+func NewInstance() string { return "store_" + randomHex() }
 
 func randomHex() string {
 	var b [16]byte
@@ -269,9 +274,9 @@ func randomHex() string {
 	return hex.EncodeToString(b[:])
 }
 
-// checkText refuses an empty (when required), over-long, non-UTF-8 or
-// control-character-bearing value.
-func checkText(name, v string, max int, required bool) error {
+// CheckText refuses an empty (when required), over-long, non-UTF-8 or
+// control-character-bearing value, naming it in the ErrInvalid.
+func CheckText(name, v string, max int, required bool) error {
 	switch {
 	case v == "":
 		if required {
@@ -288,7 +293,8 @@ func checkText(name, v string, max int, required bool) error {
 	return nil
 }
 
-func checkState(s State) error {
+// CheckState refuses a state that is not one of States.
+func CheckState(s State) error {
 	if !s.Valid() {
 		return fmt.Errorf("%w: unknown state %q", ErrInvalid, s)
 	}
@@ -391,7 +397,7 @@ func (s *Store) Create(ctx context.Context, x Exchange) (stored Exchange, create
 	if err := ctx.Err(); err != nil {
 		return Exchange{}, false, err
 	}
-	if err := checkNew(x); err != nil {
+	if err := CheckNew(x); err != nil {
 		return Exchange{}, false, err
 	}
 	id := x.ID
@@ -403,7 +409,7 @@ func (s *Store) Create(ctx context.Context, x Exchange) (stored Exchange, create
 		old, err := scan(tx.QueryRowContext(ctx, qByKey, x.Sender, x.MessageID))
 		switch {
 		case err == nil:
-			if err := sameRequest(old, x); err != nil {
+			if err := SameRequest(old, x); err != nil {
 				return err
 			}
 			stored = old
@@ -451,10 +457,10 @@ func (s *Store) Create(ctx context.Context, x Exchange) (stored Exchange, create
 	return stored, created, nil
 }
 
-// checkNew validates what Create records.
-func checkNew(x Exchange) error {
+// CheckNew validates what Create records.
+func CheckNew(x Exchange) error {
 	if x.ID != "" {
-		if err := checkText("id", x.ID, maxID, true); err != nil {
+		if err := CheckText("id", x.ID, MaxID, true); err != nil {
 			return err
 		}
 	}
@@ -463,15 +469,15 @@ func checkNew(x Exchange) error {
 		max      int
 		required bool
 	}{
-		{"sender", x.Sender, maxText, true},
-		{"message id", x.MessageID, maxText, true},
-		{"capability", x.Capability, maxText, true},
-		{"correlation id", x.CorrelationID, maxText, false},
-		{"approval id", x.ApprovalID, maxText, false},
-		{"action digest", x.ActionDigest, maxText, false},
-		{"trace id", x.TraceID, maxText, false},
+		{"sender", x.Sender, MaxText, true},
+		{"message id", x.MessageID, MaxText, true},
+		{"capability", x.Capability, MaxText, true},
+		{"correlation id", x.CorrelationID, MaxText, false},
+		{"approval id", x.ApprovalID, MaxText, false},
+		{"action digest", x.ActionDigest, MaxText, false},
+		{"trace id", x.TraceID, MaxText, false},
 	} {
-		if err := checkText(f.name, f.v, f.max, f.required); err != nil {
+		if err := CheckText(f.name, f.v, f.max, f.required); err != nil {
 			return err
 		}
 	}
@@ -490,8 +496,9 @@ func checkNew(x Exchange) error {
 	return checkIdempotency(x.Idempotency)
 }
 
-// sameRequest refuses a retry that is not the recorded request.
-func sameRequest(old, x Exchange) error {
+// SameRequest refuses a retry that is not the recorded request
+// (ErrConflict).
+func SameRequest(old, x Exchange) error {
 	differs := func(a, b string) bool { return a != "" && b != "" && a != b }
 	switch {
 	case old.Capability != x.Capability:
@@ -508,7 +515,7 @@ func sameRequest(old, x Exchange) error {
 
 // Get returns the exchange with the given id, or ErrNotFound.
 func (s *Store) Get(ctx context.Context, id string) (Exchange, error) {
-	if err := checkText("id", id, maxID, true); err != nil {
+	if err := CheckText("id", id, MaxID, true); err != nil {
 		return Exchange{}, err
 	}
 	var x Exchange
@@ -522,10 +529,10 @@ func (s *Store) Get(ctx context.Context, id string) (Exchange, error) {
 // BySender returns the exchange of the request sender sent as messageID,
 // or ErrNotFound.
 func (s *Store) BySender(ctx context.Context, sender, messageID string) (Exchange, error) {
-	if err := checkText("sender", sender, maxText, true); err != nil {
+	if err := CheckText("sender", sender, MaxText, true); err != nil {
 		return Exchange{}, err
 	}
-	if err := checkText("message id", messageID, maxText, true); err != nil {
+	if err := CheckText("message id", messageID, MaxText, true); err != nil {
 		return Exchange{}, err
 	}
 	var x Exchange
@@ -551,7 +558,7 @@ func (s *Store) Claim(ctx context.Context, id string, from ...State) (Exchange, 
 		return Exchange{}, false, fmt.Errorf("%w: Claim needs at least one state to claim from", ErrInvalid)
 	}
 	for _, f := range from {
-		if err := checkState(f); err != nil {
+		if err := CheckState(f); err != nil {
 			return Exchange{}, false, err
 		}
 		if !Legal(f, Executing) {
@@ -573,10 +580,10 @@ func (s *Store) Transition(ctx context.Context, id string, from, to State, reply
 // Apply is Transition recording c as well: the approval id and deadline
 // when entering pending_approval, the action digest. See Change.
 func (s *Store) Apply(ctx context.Context, id string, from, to State, c Change) (Exchange, bool, error) {
-	if err := checkState(from); err != nil {
+	if err := CheckState(from); err != nil {
 		return Exchange{}, false, err
 	}
-	if err := checkState(to); err != nil {
+	if err := CheckState(to); err != nil {
 		return Exchange{}, false, err
 	}
 	if !Legal(from, to) {
@@ -585,33 +592,40 @@ func (s *Store) Apply(ctx context.Context, id string, from, to State, c Change) 
 	return s.change(ctx, id, []State{from}, to, c)
 }
 
+// CheckTransition checks a transition's arguments before anything is read
+// (what every Backend checks first): the id, the reply, what may be set
+// entering to, and what the change queues.
+func CheckTransition(id string, to State, c Change) error {
+	if err := CheckText("id", id, MaxID, true); err != nil {
+		return err
+	}
+	if err := checkReply(c.Reply, c.ReplyStatus); err != nil {
+		return err
+	}
+	if (to == PendingApproval || to.Final()) && len(c.Reply) == 0 {
+		return fmt.Errorf("%w: entering %s needs a reply", ErrInvalid, to)
+	}
+	if to != PendingApproval && (c.ApprovalID != "" || !c.Deadline.IsZero()) {
+		return fmt.Errorf("%w: approval id and deadline are set only entering %s", ErrInvalid, PendingApproval)
+	}
+	if to.Final() && c.ActionDigest != "" {
+		return fmt.Errorf("%w: action digest set entering %s", ErrInvalid, to)
+	}
+	if err := CheckText("approval id", c.ApprovalID, MaxText, false); err != nil {
+		return err
+	}
+	if err := checkChange(to, c); err != nil {
+		return err
+	}
+	return CheckText("action digest", c.ActionDigest, MaxText, false)
+}
+
 // change is Claim and Apply: from is legal towards to.
 func (s *Store) change(ctx context.Context, id string, from []State, to State, c Change) (Exchange, bool, error) {
 	if err := ctx.Err(); err != nil {
 		return Exchange{}, false, err
 	}
-	if err := checkText("id", id, maxID, true); err != nil {
-		return Exchange{}, false, err
-	}
-	if err := checkReply(c.Reply, c.ReplyStatus); err != nil {
-		return Exchange{}, false, err
-	}
-	if (to == PendingApproval || to.Final()) && len(c.Reply) == 0 {
-		return Exchange{}, false, fmt.Errorf("%w: entering %s needs a reply", ErrInvalid, to)
-	}
-	if to != PendingApproval && (c.ApprovalID != "" || !c.Deadline.IsZero()) {
-		return Exchange{}, false, fmt.Errorf("%w: approval id and deadline are set only entering %s", ErrInvalid, PendingApproval)
-	}
-	if to.Final() && c.ActionDigest != "" {
-		return Exchange{}, false, fmt.Errorf("%w: action digest set entering %s", ErrInvalid, to)
-	}
-	if err := checkText("approval id", c.ApprovalID, maxText, false); err != nil {
-		return Exchange{}, false, err
-	}
-	if err := checkChange(to, c); err != nil {
-		return Exchange{}, false, err
-	}
-	if err := checkText("action digest", c.ActionDigest, maxText, false); err != nil {
+	if err := CheckTransition(id, to, c); err != nil {
 		return Exchange{}, false, err
 	}
 	var (
@@ -628,7 +642,7 @@ func (s *Store) change(ctx context.Context, id string, from []State, to State, c
 		if !inStates(cur.State, from) {
 			return nil
 		}
-		next, err := apply(cur, to, c)
+		next, err := Next(cur, to, c)
 		if err != nil {
 			return err
 		}
@@ -669,9 +683,9 @@ func inStates(s State, states []State) bool {
 	return false
 }
 
-// apply returns cur moved to state to with c recorded, checking what the
-// target state needs.
-func apply(cur Exchange, to State, c Change) (Exchange, error) {
+// Next returns cur moved to state to with c recorded, checking what the
+// target state needs (what every Backend applies under its lock).
+func Next(cur Exchange, to State, c Change) (Exchange, error) {
 	next := cur
 	next.State = to
 	if len(c.Reply) != 0 {
@@ -713,7 +727,7 @@ func (s *Store) Waiting(ctx context.Context, states ...State) ([]Exchange, error
 	}
 	args := make([]any, len(states))
 	for i, st := range states {
-		if err := checkState(st); err != nil {
+		if err := CheckState(st); err != nil {
 			return nil, err
 		}
 		args[i] = string(st)

@@ -57,7 +57,7 @@ func checkIdempotency(k *Idempotency) error {
 	}
 	for _, f := range []struct{ name, v string }{{"idempotency scope from", k.From}, {"idempotency scope to", k.To},
 		{"idempotency payload type", k.PayloadType}, {"idempotency key", k.Key}, {"idempotency fingerprint", k.Fingerprint}} {
-		if err := checkText(f.name, f.v, maxText, true); err != nil {
+		if err := CheckText(f.name, f.v, MaxText, true); err != nil {
 			return err
 		}
 	}
@@ -145,7 +145,10 @@ func checkChange(to State, c Change) error {
 		if !to.Final() {
 			return fmt.Errorf("%w: a review is queued entering done or failed, not %s", ErrInvalid, to)
 		}
-		if err := checkText("review mode", r.Mode, maxText, true); err != nil {
+		if err := CheckText("review mode", r.Mode, MaxText, true); err != nil {
+			return err
+		}
+		if err := CheckText("review profile", r.Profile, MaxText, false); err != nil {
 			return err
 		}
 		if r.DueAt.IsZero() {
@@ -299,7 +302,7 @@ func (s *Store) CompleteReview(ctx context.Context, exchangeID, reviewer string,
 	if v != Accepted && v != Flagged {
 		return Review{}, false, fmt.Errorf("%w: verdict %q (want accepted or flagged)", ErrInvalid, v)
 	}
-	if err := checkText("reviewer", reviewer, maxText, true); err != nil {
+	if err := CheckText("reviewer", reviewer, MaxText, true); err != nil {
 		return Review{}, false, err
 	}
 	if len(justification) > 4000 || !utf8.ValidString(justification) {
@@ -405,8 +408,8 @@ func (s *Store) Delivered(ctx context.Context, seq int64) error {
 // DeliveryFailed records a failed attempt: the next one is due at next,
 // or, when giveUp, none is.
 func (s *Store) DeliveryFailed(ctx context.Context, seq int64, failure string, next time.Time, giveUp bool) error {
-	if len(failure) > maxText {
-		failure = failure[:maxText]
+	if len(failure) > MaxText {
+		failure = failure[:MaxText]
 	}
 	return wrap(s.db.Write(ctx, func(tx *sqlitedb.Tx) error {
 		_, err := tx.ExecContext(ctx, `UPDATE deliveries SET attempts = attempts + 1, last_error = ?, next_attempt = ?,

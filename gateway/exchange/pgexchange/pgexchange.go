@@ -130,8 +130,8 @@ func Open(ctx context.Context, dsn string, o *Options) (*Store, error) {
 		s.lease = DefaultDeliveryLease
 	}
 	if s.instance == "" {
-		s.instance = "store_" + randomHex()
-	} else if err := checkText("instance", s.instance, maxID, true); err != nil {
+		s.instance = exchange.NewInstance()
+	} else if err := exchange.CheckText("instance", s.instance, exchange.MaxID, true); err != nil {
 		return nil, err
 	}
 	cfg, err := pgutil.PoolConfig(dsn, s.schema, ApplicationName, o.MaxConns, DefaultMaxConns)
@@ -301,7 +301,7 @@ func (s *Store) Create(ctx context.Context, x exchange.Exchange) (stored exchang
 	if err := ctx.Err(); err != nil {
 		return exchange.Exchange{}, false, err
 	}
-	if err := checkNew(x); err != nil {
+	if err := exchange.CheckNew(x); err != nil {
 		return exchange.Exchange{}, false, err
 	}
 	id := x.ID
@@ -322,7 +322,7 @@ func (s *Store) Create(ctx context.Context, x exchange.Exchange) (stored exchang
 		old, err := scan(tx.QueryRow(ctx, qByKey, x.Sender, x.MessageID))
 		switch {
 		case err == nil:
-			if err := sameRequest(old, x); err != nil {
+			if err := exchange.SameRequest(old, x); err != nil {
 				return err
 			}
 			stored = old
@@ -394,7 +394,7 @@ func idempotentPrior(ctx context.Context, tx pgx.Tx, k *exchange.Idempotency, no
 
 // Get returns the exchange with the given id, or ErrNotFound.
 func (s *Store) Get(ctx context.Context, id string) (exchange.Exchange, error) {
-	if err := checkText("id", id, maxID, true); err != nil {
+	if err := exchange.CheckText("id", id, exchange.MaxID, true); err != nil {
 		return exchange.Exchange{}, err
 	}
 	var x exchange.Exchange
@@ -408,10 +408,10 @@ func (s *Store) Get(ctx context.Context, id string) (exchange.Exchange, error) {
 // BySender returns the exchange of the request sender sent as messageID,
 // or ErrNotFound.
 func (s *Store) BySender(ctx context.Context, sender, messageID string) (exchange.Exchange, error) {
-	if err := checkText("sender", sender, maxText, true); err != nil {
+	if err := exchange.CheckText("sender", sender, exchange.MaxText, true); err != nil {
 		return exchange.Exchange{}, err
 	}
-	if err := checkText("message id", messageID, maxText, true); err != nil {
+	if err := exchange.CheckText("message id", messageID, exchange.MaxText, true); err != nil {
 		return exchange.Exchange{}, err
 	}
 	var x exchange.Exchange
@@ -436,7 +436,7 @@ func (s *Store) Claim(ctx context.Context, id string, from ...exchange.State) (e
 		return exchange.Exchange{}, false, fmt.Errorf("%w: Claim needs at least one state to claim from", exchange.ErrInvalid)
 	}
 	for _, f := range from {
-		if err := checkState(f); err != nil {
+		if err := exchange.CheckState(f); err != nil {
 			return exchange.Exchange{}, false, err
 		}
 		if !exchange.Legal(f, exchange.Executing) {
@@ -458,10 +458,10 @@ func (s *Store) Transition(ctx context.Context, id string, from, to exchange.Sta
 // $2, on the row locked FOR UPDATE) and everything c queues (review,
 // deliveries, key release) commit in one transaction.
 func (s *Store) Apply(ctx context.Context, id string, from, to exchange.State, c exchange.Change) (exchange.Exchange, bool, error) {
-	if err := checkState(from); err != nil {
+	if err := exchange.CheckState(from); err != nil {
 		return exchange.Exchange{}, false, err
 	}
-	if err := checkState(to); err != nil {
+	if err := exchange.CheckState(to); err != nil {
 		return exchange.Exchange{}, false, err
 	}
 	if !exchange.Legal(from, to) {
@@ -475,7 +475,7 @@ func (s *Store) change(ctx context.Context, id string, from []exchange.State, to
 	if err := ctx.Err(); err != nil {
 		return exchange.Exchange{}, false, err
 	}
-	if err := checkTransition(id, to, c); err != nil {
+	if err := exchange.CheckTransition(id, to, c); err != nil {
 		return exchange.Exchange{}, false, err
 	}
 	var (
@@ -492,7 +492,7 @@ func (s *Store) change(ctx context.Context, id string, from []exchange.State, to
 		if !inStates(cur.State, from) {
 			return pgutil.ErrNoChange
 		}
-		next, err := apply(cur, to, c)
+		next, err := exchange.Next(cur, to, c)
 		if err != nil {
 			return err
 		}
@@ -565,7 +565,7 @@ func (s *Store) Waiting(ctx context.Context, states ...exchange.State) ([]exchan
 	}
 	names := make([]string, len(states))
 	for i, st := range states {
-		if err := checkState(st); err != nil {
+		if err := exchange.CheckState(st); err != nil {
 			return nil, err
 		}
 		names[i] = string(st)
@@ -688,7 +688,7 @@ func (s *Store) Reviews(ctx context.Context, f exchange.ReviewFilter) ([]exchang
 
 // GetReview returns the review of an exchange, or ErrNotFound.
 func (s *Store) GetReview(ctx context.Context, exchangeID string) (exchange.Review, error) {
-	if err := checkText("exchange id", exchangeID, maxID, true); err != nil {
+	if err := exchange.CheckText("exchange id", exchangeID, exchange.MaxID, true); err != nil {
 		return exchange.Review{}, err
 	}
 	var r exchange.Review
@@ -708,10 +708,10 @@ func (s *Store) CompleteReview(ctx context.Context, exchangeID, reviewer string,
 	if v != exchange.Accepted && v != exchange.Flagged {
 		return exchange.Review{}, false, fmt.Errorf("%w: verdict %q (want accepted or flagged)", exchange.ErrInvalid, v)
 	}
-	if err := checkText("exchange id", exchangeID, maxID, true); err != nil {
+	if err := exchange.CheckText("exchange id", exchangeID, exchange.MaxID, true); err != nil {
 		return exchange.Review{}, false, err
 	}
-	if err := checkText("reviewer", reviewer, maxText, true); err != nil {
+	if err := exchange.CheckText("reviewer", reviewer, exchange.MaxText, true); err != nil {
 		return exchange.Review{}, false, err
 	}
 	if len(justification) > 4000 || !utf8.ValidString(justification) || strings.ContainsRune(justification, 0) {
@@ -749,7 +749,7 @@ func (s *Store) CompleteReview(ctx context.Context, exchangeID, reviewer string,
 // UPDATE's row lock makes one caller, in every replica, the winner: the
 // others re-check the row after it committed and change nothing.
 func (s *Store) MarkTimedOut(ctx context.Context, exchangeID string) (bool, error) {
-	if err := checkText("exchange id", exchangeID, maxID, true); err != nil {
+	if err := exchange.CheckText("exchange id", exchangeID, exchange.MaxID, true); err != nil {
 		return false, err
 	}
 	var ok bool
@@ -844,7 +844,7 @@ func (s *Store) Delivered(ctx context.Context, seq int64) error {
 // or, when giveUp, none is. failure is kept as UTF-8 text of at most 1024
 // bytes.
 func (s *Store) DeliveryFailed(ctx context.Context, seq int64, failure string, next time.Time, giveUp bool) error {
-	failure = cleanText(failure, maxText)
+	failure = cleanText(failure, exchange.MaxText)
 	given := int32(0)
 	if giveUp {
 		given = 1
