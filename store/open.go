@@ -16,6 +16,7 @@ import (
 	"strings"
 
 	"github.com/custos-runtime/custos/aais"
+	"github.com/custos-runtime/custos/internal/pgutil"
 	"github.com/custos-runtime/custos/store/filestore"
 	"github.com/custos-runtime/custos/store/memstore"
 	"github.com/custos-runtime/custos/store/pgstore"
@@ -87,15 +88,11 @@ func Parse(s string) (Location, error) {
 	case s == "memory:":
 		return Location{Kind: KindMemory}, nil
 	case strings.HasPrefix(s, "postgres://"), strings.HasPrefix(s, "postgresql://"):
-		u, err := url.Parse(s)
+		dsn, schema, err := pgutil.SplitDSN(s)
 		if err != nil {
 			return Location{}, fmt.Errorf("store: %s: %w", redactDSN(s), err)
 		}
-		q := u.Query()
-		schema := q.Get("custos_schema")
-		q.Del("custos_schema")
-		u.RawQuery = q.Encode()
-		return Location{Kind: KindPostgres, DSN: u.String(), Schema: schema}, nil
+		return Location{Kind: KindPostgres, DSN: dsn, Schema: schema}, nil
 	case strings.HasPrefix(s, "sqlite:"):
 		return pathLocation(KindSQLite, strings.TrimPrefix(s, "sqlite:"))
 	case strings.HasPrefix(s, "file:"):

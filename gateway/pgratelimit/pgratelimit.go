@@ -62,9 +62,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/custos-runtime/custos/internal/pgutil"
 	"log/slog"
 	"math"
-	"strings"
 	"sync"
 	"time"
 
@@ -163,7 +163,7 @@ func Open(ctx context.Context, dsn string, rate gateway.RateLimit, o *Options) (
 	if o == nil {
 		o = &Options{}
 	}
-	dsn, dsnSchema, err := SplitDSN(dsn)
+	dsn, dsnSchema, err := pgutil.SplitDSN(dsn)
 	if err != nil {
 		return nil, err
 	}
@@ -171,18 +171,13 @@ func Open(ctx context.Context, dsn string, rate gateway.RateLimit, o *Options) (
 	if oo.Schema == "" {
 		oo.Schema = dsnSchema
 	}
-	cfg, err := pgxpool.ParseConfig(dsn)
+	schema := oo.Schema
+	if schema == "" {
+		schema = DefaultSchema
+	}
+	cfg, err := pgutil.PoolConfig(dsn, schema, ApplicationName, o.MaxConns, DefaultMaxConns)
 	if err != nil {
 		return nil, fmt.Errorf("pgratelimit: %w", err)
-	}
-	switch {
-	case o.MaxConns > 0:
-		cfg.MaxConns = o.MaxConns
-	case !strings.Contains(dsn, "pool_max_conns"):
-		cfg.MaxConns = DefaultMaxConns
-	}
-	if cfg.ConnConfig.RuntimeParams["application_name"] == "" {
-		cfg.ConnConfig.RuntimeParams["application_name"] = ApplicationName
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -221,7 +216,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, rate gateway.RateLimit, o *Opt
 	if l.schema == "" {
 		l.schema = DefaultSchema
 	}
-	if err := checkSchema(l.schema); err != nil {
+	if err := pgutil.CheckSchema(l.schema); err != nil {
 		return nil, err
 	}
 	if l.log == nil {

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/url"
 	"strings"
 	"time"
 
@@ -312,4 +313,30 @@ func Migrate(ctx context.Context, tx pgx.Tx, sc Schema) error {
 		}
 	}
 	return nil
+}
+
+// MigratePool is Migrate in a transaction of its own on pool.
+func MigratePool(ctx context.Context, pool *pgxpool.Pool, sc Schema) error {
+	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return Migrate(ctx, tx, sc) })
+}
+
+// SplitDSN removes the custos_schema parameter from a postgres:// URL and
+// returns the DSN without it and the schema it named ("" when absent).
+// Other DSNs (key=value strings) are returned unchanged.
+func SplitDSN(dsn string) (string, string, error) {
+	if !strings.HasPrefix(dsn, "postgres://") && !strings.HasPrefix(dsn, "postgresql://") {
+		return dsn, "", nil
+	}
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return "", "", errors.New("malformed PostgreSQL URL")
+	}
+	q := u.Query()
+	if !q.Has("custos_schema") {
+		return dsn, "", nil
+	}
+	schema := q.Get("custos_schema")
+	q.Del("custos_schema")
+	u.RawQuery = q.Encode()
+	return u.String(), schema, nil
 }

@@ -65,3 +65,16 @@ func TestSleep(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestSplitDSN(t *testing.T) {
+	for _, c := range []struct{ in, dsn, schema string }{
+		{"postgres://u@h/db?sslmode=disable&custos_schema=s1", "postgres://u@h/db?sslmode=disable", "s1"},
+		{"postgresql://u@h/db", "postgresql://u@h/db", ""},
+		{"host=h dbname=db", "host=h dbname=db", ""},
+	} {
+		dsn, schema, err := SplitDSN(c.in)
+		if err != nil || dsn != c.dsn || schema != c.schema {
+			t.Errorf("SplitDSN(%q) = %q, %q, %v", c.in, dsn, schema, err)
+		}
+	}
+}

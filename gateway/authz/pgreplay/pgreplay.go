@@ -76,6 +76,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/custos-runtime/custos/internal/pgutil"
 	"log/slog"
 	"strings"
 	"sync"
@@ -180,7 +181,7 @@ func Open(ctx context.Context, dsn string, o *Options) (*Set, error) {
 	if o == nil {
 		o = &Options{}
 	}
-	dsn, dsnSchema, err := SplitDSN(dsn)
+	dsn, dsnSchema, err := pgutil.SplitDSN(dsn)
 	if err != nil {
 		return nil, err
 	}
@@ -188,18 +189,13 @@ func Open(ctx context.Context, dsn string, o *Options) (*Set, error) {
 	if oo.Schema == "" {
 		oo.Schema = dsnSchema
 	}
-	cfg, err := pgxpool.ParseConfig(dsn)
+	schema := oo.Schema
+	if schema == "" {
+		schema = DefaultSchema
+	}
+	cfg, err := pgutil.PoolConfig(dsn, schema, ApplicationName, o.MaxConns, DefaultMaxConns)
 	if err != nil {
 		return nil, fmt.Errorf("pgreplay: %w", err)
-	}
-	switch {
-	case o.MaxConns > 0:
-		cfg.MaxConns = o.MaxConns
-	case !strings.Contains(dsn, "pool_max_conns"):
-		cfg.MaxConns = DefaultMaxConns
-	}
-	if cfg.ConnConfig.RuntimeParams["application_name"] == "" {
-		cfg.ConnConfig.RuntimeParams["application_name"] = ApplicationName
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -235,7 +231,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, o *Options) (*Set, error) {
 	if s.schema == "" {
 		s.schema = DefaultSchema
 	}
-	if err := checkSchema(s.schema); err != nil {
+	if err := pgutil.CheckSchema(s.schema); err != nil {
 		return nil, err
 	}
 	if s.now == nil {

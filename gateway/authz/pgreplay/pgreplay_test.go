@@ -347,16 +347,3 @@ func TestBesideStore(t *testing.T) {
 	}
 	_ = st2.Close()
 }
-
-func TestSplitDSN(t *testing.T) {
-	for _, c := range []struct{ in, dsn, schema string }{
-		{"postgres://u@h/db?sslmode=disable&custos_schema=s1", "postgres://u@h/db?sslmode=disable", "s1"},
-		{"postgresql://u@h/db", "postgresql://u@h/db", ""},
-		{"host=h dbname=db", "host=h dbname=db", ""},
-	} {
-		dsn, schema, err := pgreplay.SplitDSN(c.in)
-		if err != nil || dsn != c.dsn || schema != c.schema {
-			t.Errorf("SplitDSN(%q) = %q, %q, %v", c.in, dsn, schema, err)
-		}
-	}
-}
