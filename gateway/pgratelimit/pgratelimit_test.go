@@ -2,11 +2,8 @@ package pgratelimit_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"net/url"
-	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,52 +13,15 @@ import (
 
 	"github.com/custos-runtime/custos/gateway"
 	"github.com/custos-runtime/custos/gateway/pgratelimit"
+	"github.com/custos-runtime/custos/internal/pgutil/pgtest"
 	"github.com/custos-runtime/custos/store/pgstore"
 )
-
-// EnvDSN names the environment variable holding the DSN of the PostgreSQL
-// database the tests use; without it they skip. Each test works in its own
-// schema, dropped when it ends.
-const EnvDSN = "CUSTOS_TEST_POSTGRES_DSN"
-
-func testDSN(t testing.TB) string {
-	t.Helper()
-	d := os.Getenv(EnvDSN)
-	if d == "" {
-		t.Skip(EnvDSN + " not set: no PostgreSQL to test against")
-	}
-	return d
-}
-
-// newSchema returns a schema no other test uses, dropped when the test
-// ends (after the Limiters opened on it are closed).
-func newSchema(t testing.TB) string {
-	t.Helper()
-	dsn := testDSN(t)
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	name := "custos_test_" + hex.EncodeToString(b[:])
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		c, err := pgx.Connect(ctx, dsn)
-		if err != nil {
-			t.Errorf("drop schema %s: %v", name, err)
-			return
-		}
-		defer c.Close(ctx)
-		if _, err := c.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{name}.Sanitize()+" CASCADE"); err != nil {
-			t.Errorf("drop schema %s: %v", name, err)
-		}
-	})
-	return name
-}
 
 // schemaDSN is the test DSN with custos_schema=schema, the form custos
 // serve is configured with.
 func schemaDSN(t testing.TB, schema string) string {
 	t.Helper()
-	u, err := url.Parse(testDSN(t))
+	u, err := url.Parse(pgtest.DSN(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +46,7 @@ func open(t testing.TB, schema string, r gateway.RateLimit, o *pgratelimit.Optio
 
 func rawConn(t testing.TB) *pgx.Conn {
 	t.Helper()
-	c, err := pgx.Connect(t.Context(), testDSN(t))
+	c, err := pgx.Connect(t.Context(), pgtest.DSN(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +74,7 @@ func allow(t *testing.T, l gateway.RateLimiter, sender string, now time.Time) (b
 
 // The cases of gateway's TestLimiter, on the shared limiter.
 func TestLimiter(t *testing.T) {
-	l := open(t, newSchema(t), gateway.RateLimit{PerSecond: 2, Burst: 3}, nil)
+	l := open(t, pgtest.Schema(t), gateway.RateLimit{PerSecond: 2, Burst: 3}, nil)
 	t0 := time.Unix(1000, 0)
 	for i := range 3 {
 		if ok, _ := allow(t, l, "a", t0); !ok {
@@ -148,7 +108,7 @@ func TestLimiter(t *testing.T) {
 
 // A zero limit allows everything, without a database round trip.
 func TestZeroLimit(t *testing.T) {
-	schema := newSchema(t)
+	schema := pgtest.Schema(t)
 	t0 := time.Unix(1000, 0)
 	for _, r := range []gateway.RateLimit{{}, {PerSecond: 1}, {Burst: 3}, {PerSecond: -1, Burst: 3}} {
 		l := open(t, schema, r, nil)
@@ -171,7 +131,7 @@ func TestZeroLimit(t *testing.T) {
 // sequence of uneven times.
 func TestMatchesMemory(t *testing.T) {
 	r := gateway.RateLimit{PerSecond: 3, Burst: 4}
-	l := open(t, newSchema(t), r, nil)
+	l := open(t, pgtest.Schema(t), r, nil)
 	mem := gateway.NewMemoryRateLimiter(r)
 	now := time.Unix(5000, 0)
 	steps := []time.Duration{0, 0, 0, 0, 0, 100, 250, 0, 333, 1000, 10, 10, 10, 10, 2000, 0, 0, 0, 0, 0, 90}
@@ -190,7 +150,7 @@ func TestMatchesMemory(t *testing.T) {
 // sender's budget: of 3×burst concurrent calls, exactly burst are allowed,
 // and the refill afterwards is shared too.
 func TestReplicasShareBudget(t *testing.T) {
-	schema := newSchema(t)
+	schema := pgtest.Schema(t)
 	const burst = 10
 	r := gateway.RateLimit{PerSecond: 1, Burst: burst}
 	var lims []*pgratelimit.Limiter
@@ -240,7 +200,7 @@ func TestReplicasShareBudget(t *testing.T) {
 // A replica whose clock lags neither rewinds the bucket nor gets the
 // same interval refilled twice.
 func TestClockNeverRewinds(t *testing.T) {
-	schema := newSchema(t)
+	schema := pgtest.Schema(t)
 	r := gateway.RateLimit{PerSecond: 1, Burst: 2}
 	ahead, behind := open(t, schema, r, nil), open(t, schema, r, nil)
 	t0 := time.Unix(20000, 0)
@@ -262,7 +222,7 @@ func TestClockNeverRewinds(t *testing.T) {
 // Idle buckets (refilled to the burst) are pruned, in batches; busy ones
 // stay.
 func TestPrune(t *testing.T) {
-	schema := newSchema(t)
+	schema := pgtest.Schema(t)
 	r := gateway.RateLimit{PerSecond: 1, Burst: 5}
 	l := open(t, schema, r, &pgratelimit.Options{PruneInterval: -1, PruneBatch: 3, PruneMaxBatches: 2})
 	t0 := time.Unix(30000, 0)
@@ -298,7 +258,7 @@ func TestPrune(t *testing.T) {
 
 // Allow prunes in the background, at most once per interval.
 func TestBackgroundPrune(t *testing.T) {
-	schema := newSchema(t)
+	schema := pgtest.Schema(t)
 	l := open(t, schema, gateway.RateLimit{PerSecond: 10, Burst: 1}, &pgratelimit.Options{PruneInterval: 50 * time.Millisecond})
 	t0 := time.Unix(40000, 0)
 	for _, s := range []string{"a", "b", "c"} {
@@ -320,7 +280,7 @@ func TestBackgroundPrune(t *testing.T) {
 
 // Errors fail the request closed.
 func TestFailsClosed(t *testing.T) {
-	schema := newSchema(t)
+	schema := pgtest.Schema(t)
 	l := open(t, schema, gateway.RateLimit{PerSecond: 1, Burst: 1}, nil)
 	t0 := time.Unix(50000, 0)
 	cctx, cancel := context.WithCancel(t.Context())
@@ -350,13 +310,13 @@ func TestMigrationsAndStore(t *testing.T) {
 	if pgratelimit.MigrationLockKey != pgstore.MigrationLockKey {
 		t.Fatal("the migration lock key differs from pgstore's")
 	}
-	schema := newSchema(t)
+	schema := pgtest.Schema(t)
 	ctx := t.Context()
 	var wg sync.WaitGroup
 	errs := make([]error, 4)
 	var st *pgstore.Store
 	var stErr error
-	wg.Go(func() { st, stErr = pgstore.Open(ctx, testDSN(t), &pgstore.Options{Schema: schema}) })
+	wg.Go(func() { st, stErr = pgstore.Open(ctx, pgtest.DSN(t), &pgstore.Options{Schema: schema}) })
 	for i := range errs {
 		wg.Go(func() {
 			l, err := pgratelimit.Open(ctx, schemaDSN(t, schema), gateway.RateLimit{PerSecond: 1, Burst: 1}, nil)

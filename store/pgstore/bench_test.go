@@ -6,6 +6,7 @@ import (
 
 	"github.com/custos-runtime/custos/aais"
 	"github.com/custos-runtime/custos/aais/aaistest"
+	"github.com/custos-runtime/custos/internal/pgutil/pgtest"
 	"github.com/custos-runtime/custos/store/pgstore"
 )
 
@@ -16,13 +17,13 @@ var benchPending = flag.String("pending", "1000,100000", "comma-separated pendin
 // concurrent workers, on a fresh schema per count filled with Import. It
 // needs CUSTOS_TEST_POSTGRES_DSN.
 func BenchmarkCycle(b *testing.B) {
-	testDSN(b)
+	pgtest.DSN(b)
 	sizes, err := aaistest.ParseSizes(*benchPending)
 	if err != nil {
 		b.Fatal(err)
 	}
 	aaistest.BenchStore(b, sizes,
-		func(b *testing.B) aais.Store { return open(b, newSchema(b)) },
+		func(b *testing.B) aais.Store { return open(b, pgtest.Schema(b)) },
 		func(s aais.Store, recs []aais.RequestRecord) error {
 			_, err := s.(*pgstore.Store).Import(b.Context(), recs)
 			return err

@@ -2,11 +2,8 @@ package pgstore_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
 	"strconv"
 	"sync"
 	"testing"
@@ -16,51 +13,13 @@ import (
 
 	"github.com/custos-runtime/custos/aais"
 	"github.com/custos-runtime/custos/aais/aaistest"
+	"github.com/custos-runtime/custos/internal/pgutil/pgtest"
 	"github.com/custos-runtime/custos/store/pgstore"
 )
 
-// EnvDSN names the environment variable holding the DSN of the PostgreSQL
-// database the tests use; without it they skip. Each test works in its own
-// schema, dropped when it ends.
-const EnvDSN = "CUSTOS_TEST_POSTGRES_DSN"
-
-func testDSN(t testing.TB) string {
-	t.Helper()
-	d := os.Getenv(EnvDSN)
-	if d == "" {
-		t.Skip(EnvDSN + " not set: no PostgreSQL to test against")
-	}
-	return d
-}
-
-// newSchema returns the name of a schema no other test uses, and drops it
-// (with everything in it) when the test ends, after the stores opened on
-// it are closed.
-func newSchema(t testing.TB) string {
-	t.Helper()
-	dsn := testDSN(t)
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	name := "custos_test_" + hex.EncodeToString(b[:])
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		c, err := pgx.Connect(ctx, dsn)
-		if err != nil {
-			t.Errorf("drop schema %s: %v", name, err)
-			return
-		}
-		defer c.Close(ctx)
-		if _, err := c.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{name}.Sanitize()+" CASCADE"); err != nil {
-			t.Errorf("drop schema %s: %v", name, err)
-		}
-	})
-	return name
-}
-
 func openOpts(t testing.TB, o *pgstore.Options) *pgstore.Store {
 	t.Helper()
-	s, err := pgstore.Open(context.Background(), testDSN(t), o)
+	s, err := pgstore.Open(context.Background(), pgtest.DSN(t), o)
 	if err != nil {
 		t.Fatalf("Open(%s): %v", o.Schema, err)
 	}
@@ -76,7 +35,7 @@ func open(t testing.TB, schema string) *pgstore.Store {
 // rawConn is a plain connection with the schema on its search path.
 func rawConn(t testing.TB, schema string) *pgx.Conn {
 	t.Helper()
-	cfg, err := pgx.ParseConfig(testDSN(t))
+	cfg, err := pgx.ParseConfig(pgtest.DSN(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,9 +71,9 @@ func reopen(t *testing.T, s aais.Store) aais.Store {
 }
 
 func TestConformance(t *testing.T) {
-	testDSN(t)
+	pgtest.DSN(t)
 	aaistest.Run(t, aaistest.Backend{
-		New:    func(t *testing.T) aais.Store { return open(t, newSchema(t)) },
+		New:    func(t *testing.T) aais.Store { return open(t, pgtest.Schema(t)) },
 		Reopen: reopen,
 	})
 }
@@ -122,10 +81,10 @@ func TestConformance(t *testing.T) {
 // A pool of one connection must not deadlock: a write transaction never
 // waits for a second pooled connection.
 func TestConformanceOneConnection(t *testing.T) {
-	testDSN(t)
+	pgtest.DSN(t)
 	aaistest.Run(t, aaistest.Backend{
 		New: func(t *testing.T) aais.Store {
-			return openOpts(t, &pgstore.Options{Schema: newSchema(t), MaxConns: 1})
+			return openOpts(t, &pgstore.Options{Schema: pgtest.Schema(t), MaxConns: 1})
 		},
 		Reopen: reopen,
 	})
@@ -146,7 +105,7 @@ func resolvedEvent(t testing.TB, r *aais.Request, now time.Time) *aais.Message {
 
 // replicas opens n Stores, each with its own pool, on one new schema.
 func replicas(t *testing.T, n int) []*pgstore.Store {
-	schema := newSchema(t)
+	schema := pgtest.Schema(t)
 	out := make([]*pgstore.Store, n)
 	for i := range out {
 		out[i] = open(t, schema)
@@ -282,7 +241,7 @@ func TestReplicasCreateContiguous(t *testing.T) {
 // one identity; opening again changes nothing.
 func TestMigrationsConcurrent(t *testing.T) {
 	ctx := t.Context()
-	schema := newSchema(t)
+	schema := pgtest.Schema(t)
 	const n = 4
 	ids := make([]string, n)
 	errs := make([]error, n)
@@ -291,7 +250,7 @@ func TestMigrationsConcurrent(t *testing.T) {
 	for i := range n {
 		wg.Go(func() {
 			<-start
-			s, err := pgstore.Open(ctx, testDSN(t), &pgstore.Options{Schema: schema})
+			s, err := pgstore.Open(ctx, pgtest.DSN(t), &pgstore.Options{Schema: schema})
 			if err != nil {
 				errs[i] = err
 				return
@@ -327,10 +286,10 @@ func TestMigrationsConcurrent(t *testing.T) {
 }
 
 func TestNewerSchemaRefused(t *testing.T) {
-	schema := newSchema(t)
+	schema := pgtest.Schema(t)
 	open(t, schema).Close()
 	exec(t, rawConn(t, schema), "INSERT INTO schema_migrations (version, name) VALUES (999, 'future')")
-	s, err := pgstore.Open(t.Context(), testDSN(t), &pgstore.Options{Schema: schema})
+	s, err := pgstore.Open(t.Context(), pgtest.DSN(t), &pgstore.Options{Schema: schema})
 	if err == nil {
 		s.Close()
 		t.Fatal("Open accepted a schema newer than the build")
@@ -341,10 +300,10 @@ func TestNewerSchemaRefused(t *testing.T) {
 }
 
 func TestMissingIdentityRefused(t *testing.T) {
-	schema := newSchema(t)
+	schema := pgtest.Schema(t)
 	open(t, schema).Close()
 	exec(t, rawConn(t, schema), "DELETE FROM meta")
-	if s, err := pgstore.Open(t.Context(), testDSN(t), &pgstore.Options{Schema: schema}); err == nil {
+	if s, err := pgstore.Open(t.Context(), pgtest.DSN(t), &pgstore.Options{Schema: schema}); err == nil {
 		s.Close()
 		t.Fatal("Open accepted a store without its identity")
 	}
@@ -353,7 +312,7 @@ func TestMissingIdentityRefused(t *testing.T) {
 // Stores on different schemas of one database are independent streams.
 func TestSchemasIndependent(t *testing.T) {
 	ctx := t.Context()
-	s1, s2 := open(t, newSchema(t)), open(t, newSchema(t))
+	s1, s2 := open(t, pgtest.Schema(t)), open(t, pgtest.Schema(t))
 	id1, _ := s1.ID(ctx)
 	id2, _ := s2.ID(ctx)
 	if id1 == "" || id1 == id2 || s1.Channel() == s2.Channel() {
@@ -404,7 +363,7 @@ func terminate(t *testing.T, admin *pgx.Conn, pid uint32) {
 // sequence the killed writer had taken, once the killed writer is gone.
 func TestKilledWriter(t *testing.T) {
 	ctx := t.Context()
-	schema := newSchema(t)
+	schema := pgtest.Schema(t)
 	s := open(t, schema)
 	clock := aaistest.NewClock(aaistest.Start)
 	r := aaistest.Request(t, clock.Now(), "1")
@@ -686,7 +645,7 @@ func TestResetReportsGap(t *testing.T) {
 // Writes with a context cancelled before they start write nothing.
 func TestCancelledContextWritesNothing(t *testing.T) {
 	ctx := t.Context()
-	s := open(t, newSchema(t))
+	s := open(t, pgtest.Schema(t))
 	clock := aaistest.NewClock(aaistest.Start)
 	a := aaistest.NewAuthority(t, s, clock)
 	r := aaistest.Request(t, clock.Now(), "1")
@@ -722,7 +681,7 @@ func TestCancelledContextWritesNothing(t *testing.T) {
 
 func TestSequenceExhausted(t *testing.T) {
 	ctx := t.Context()
-	schema := newSchema(t)
+	schema := pgtest.Schema(t)
 	s := open(t, schema)
 	clock := aaistest.NewClock(aaistest.Start)
 	a := aaistest.NewAuthority(t, s, clock)
@@ -759,7 +718,7 @@ func requestRecord(t testing.TB, r *aais.Request, now time.Time, fp string) aais
 // when one record conflicts.
 func TestImport(t *testing.T) {
 	ctx := t.Context()
-	s := open(t, newSchema(t))
+	s := open(t, pgtest.Schema(t))
 	clock := aaistest.NewClock(aaistest.Start)
 	var recs []aais.RequestRecord
 	for i := range 5 {
@@ -804,7 +763,7 @@ func TestImport(t *testing.T) {
 
 func TestReturnsCopies(t *testing.T) {
 	ctx := t.Context()
-	s := open(t, newSchema(t))
+	s := open(t, pgtest.Schema(t))
 	clock := aaistest.NewClock(aaistest.Start)
 	r := aaistest.Request(t, clock.Now(), "1")
 	ev, _, err := aaistest.NewAuthority(t, s, clock).Create(ctx, r)
@@ -819,7 +778,7 @@ func TestReturnsCopies(t *testing.T) {
 }
 
 func TestOpenErrors(t *testing.T) {
-	dsn := testDSN(t)
+	dsn := pgtest.DSN(t)
 	if _, err := pgstore.Open(t.Context(), dsn, &pgstore.Options{Schema: string(make([]byte, 64))}); err == nil {
 		t.Fatal("Open accepted a 64-byte schema name")
 	}

@@ -2,12 +2,9 @@ package pgreplay_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/url"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -17,52 +14,15 @@ import (
 	"github.com/custos-runtime/custos/arsia/auth"
 	"github.com/custos-runtime/custos/arsia/auth/replaytest"
 	"github.com/custos-runtime/custos/gateway/authz/pgreplay"
+	"github.com/custos-runtime/custos/internal/pgutil/pgtest"
 	"github.com/custos-runtime/custos/store/pgstore"
 )
-
-// EnvDSN names the environment variable holding the DSN of the PostgreSQL
-// database the tests use; without it they skip. Each test works in its own
-// schema, dropped when it ends.
-const EnvDSN = "CUSTOS_TEST_POSTGRES_DSN"
-
-func testDSN(t testing.TB) string {
-	t.Helper()
-	d := os.Getenv(EnvDSN)
-	if d == "" {
-		t.Skip(EnvDSN + " not set: no PostgreSQL to test against")
-	}
-	return d
-}
-
-// newSchema returns a schema no other test uses, dropped when the test
-// ends (after the Sets opened on it are closed).
-func newSchema(t testing.TB) string {
-	t.Helper()
-	dsn := testDSN(t)
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	name := "custos_test_" + hex.EncodeToString(b[:])
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		c, err := pgx.Connect(ctx, dsn)
-		if err != nil {
-			t.Errorf("drop schema %s: %v", name, err)
-			return
-		}
-		defer c.Close(ctx)
-		if _, err := c.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{name}.Sanitize()+" CASCADE"); err != nil {
-			t.Errorf("drop schema %s: %v", name, err)
-		}
-	})
-	return name
-}
 
 // schemaDSN is the test DSN with custos_schema=schema, the form
 // custos serve is configured with.
 func schemaDSN(t testing.TB, schema string) string {
 	t.Helper()
-	u, err := url.Parse(testDSN(t))
+	u, err := url.Parse(pgtest.DSN(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +47,7 @@ func open(t testing.TB, schema string, o *pgreplay.Options) *pgreplay.Set {
 
 func rawConn(t testing.TB) *pgx.Conn {
 	t.Helper()
-	c, err := pgx.Connect(t.Context(), testDSN(t))
+	c, err := pgx.Connect(t.Context(), pgtest.DSN(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +66,7 @@ func count(t testing.TB, c *pgx.Conn, schema, table string) int {
 
 func TestReplayCacheContract(t *testing.T) {
 	replaytest.Run(t, func(t *testing.T, clock func() time.Time) auth.ReplayCache {
-		return open(t, newSchema(t), &pgreplay.Options{Now: clock})
+		return open(t, pgtest.Schema(t), &pgreplay.Options{Now: clock})
 	})
 }
 
@@ -116,7 +76,7 @@ var start = time.Date(2026, 4, 12, 12, 0, 0, 0, time.UTC)
 // set: a jti recorded by one is a replay at the others, and of concurrent
 // calls with one jti across them exactly one is new.
 func TestReplicasShareOneSet(t *testing.T) {
-	schema := newSchema(t)
+	schema := pgtest.Schema(t)
 	clock := replaytest.NewClock(start)
 	var sets []*pgreplay.Set
 	for range 3 {
@@ -161,7 +121,7 @@ func TestReplicasShareOneSet(t *testing.T) {
 // Prune deletes exactly the expired rows, in batches, and an expired jti
 // taken over by Seen is kept again.
 func TestPrune(t *testing.T) {
-	schema := newSchema(t)
+	schema := pgtest.Schema(t)
 	clock := replaytest.NewClock(start)
 	s := open(t, schema, &pgreplay.Options{Now: clock.Now, PruneInterval: -1, PruneBatch: 7, PruneMaxBatches: 2})
 	ctx := t.Context()
@@ -206,7 +166,7 @@ func TestPrune(t *testing.T) {
 
 // Seen starts pruning in the background, at most once per interval.
 func TestBackgroundPrune(t *testing.T) {
-	schema := newSchema(t)
+	schema := pgtest.Schema(t)
 	clock := replaytest.NewClock(start)
 	s := open(t, schema, &pgreplay.Options{Now: clock.Now, PruneInterval: 50 * time.Millisecond})
 	ctx := t.Context()
@@ -235,7 +195,7 @@ func TestBackgroundPrune(t *testing.T) {
 // Every failure to record is an error wrapping auth.ErrReplayCache: the
 // proof is refused.
 func TestFailsClosed(t *testing.T) {
-	schema := newSchema(t)
+	schema := pgtest.Schema(t)
 	s := open(t, schema, nil)
 	ctx := t.Context()
 	for _, jti := range []string{"", string(make([]byte, pgreplay.MaxJTI+1)), "a\x00b", "\xff"} {
@@ -269,7 +229,7 @@ func TestFailsClosed(t *testing.T) {
 // Replicas starting together on a new schema apply the migration once; a
 // newer schema is refused.
 func TestMigrations(t *testing.T) {
-	schema := newSchema(t)
+	schema := pgtest.Schema(t)
 	var wg sync.WaitGroup
 	errs := make([]error, 4)
 	for i := range errs {
@@ -305,12 +265,12 @@ func TestBesideStore(t *testing.T) {
 	if pgreplay.MigrationLockKey != pgstore.MigrationLockKey {
 		t.Fatal("the migration lock key differs from pgstore's")
 	}
-	schema := newSchema(t)
+	schema := pgtest.Schema(t)
 	ctx := t.Context()
 	var wg sync.WaitGroup
 	var st *pgstore.Store
 	var stErr, setErr error
-	wg.Go(func() { st, stErr = pgstore.Open(ctx, testDSN(t), &pgstore.Options{Schema: schema}) })
+	wg.Go(func() { st, stErr = pgstore.Open(ctx, pgtest.DSN(t), &pgstore.Options{Schema: schema}) })
 	wg.Go(func() {
 		s, err := pgreplay.Open(ctx, schemaDSN(t, schema), nil)
 		if err == nil {
@@ -339,9 +299,9 @@ func TestBesideStore(t *testing.T) {
 		t.Fatalf("closing the set closed the store's pool: %v", err)
 	}
 	// The replay set first, the store after, on a new schema.
-	schema2 := newSchema(t)
+	schema2 := pgtest.Schema(t)
 	open(t, schema2, nil)
-	st2, err := pgstore.Open(ctx, testDSN(t), &pgstore.Options{Schema: schema2})
+	st2, err := pgstore.Open(ctx, pgtest.DSN(t), &pgstore.Options{Schema: schema2})
 	if err != nil {
 		t.Fatalf("the store in a schema the replay set created: %v", err)
 	}

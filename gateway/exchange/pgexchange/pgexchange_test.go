@@ -2,12 +2,9 @@ package pgexchange_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -18,51 +15,13 @@ import (
 	"github.com/custos-runtime/custos/gateway/exchange"
 	"github.com/custos-runtime/custos/gateway/exchange/exchangetest"
 	"github.com/custos-runtime/custos/gateway/exchange/pgexchange"
+	"github.com/custos-runtime/custos/internal/pgutil/pgtest"
 	"github.com/custos-runtime/custos/store/pgstore"
 )
 
-// EnvDSN names the environment variable holding the DSN of the PostgreSQL
-// database the tests use; without it they skip. Each test works in its own
-// schema, dropped when it ends.
-const EnvDSN = "CUSTOS_TEST_POSTGRES_DSN"
-
-func testDSN(t testing.TB) string {
-	t.Helper()
-	d := os.Getenv(EnvDSN)
-	if d == "" {
-		t.Skip(EnvDSN + " not set: no PostgreSQL to test against")
-	}
-	return d
-}
-
-// newSchema returns the name of a schema no other test uses, and drops it
-// (with everything in it) when the test ends, after the stores opened on
-// it are closed.
-func newSchema(t testing.TB) string {
-	t.Helper()
-	dsn := testDSN(t)
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	name := "custos_test_" + hex.EncodeToString(b[:])
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		c, err := pgx.Connect(ctx, dsn)
-		if err != nil {
-			t.Errorf("drop schema %s: %v", name, err)
-			return
-		}
-		defer c.Close(ctx)
-		if _, err := c.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{name}.Sanitize()+" CASCADE"); err != nil {
-			t.Errorf("drop schema %s: %v", name, err)
-		}
-	})
-	return name
-}
-
 func open(t testing.TB, o *pgexchange.Options) *pgexchange.Store {
 	t.Helper()
-	s, err := pgexchange.Open(context.Background(), testDSN(t), o)
+	s, err := pgexchange.Open(context.Background(), pgtest.DSN(t), o)
 	if err != nil {
 		t.Fatalf("Open(%s): %v", o.Schema, err)
 	}
@@ -76,7 +35,7 @@ func backend(maxConns int32) exchangetest.Backend {
 	}
 	return exchangetest.Backend{
 		New: func(t *testing.T, c exchangetest.Config) exchange.Backend {
-			return open(t, opts(newSchema(t), c))
+			return open(t, opts(pgtest.Schema(t), c))
 		},
 		Reopen: func(t *testing.T, b exchange.Backend, c exchangetest.Config) exchange.Backend {
 			return open(t, opts(b.(*pgexchange.Store).Schema(), c))
@@ -85,21 +44,21 @@ func backend(maxConns int32) exchangetest.Backend {
 }
 
 func TestConformance(t *testing.T) {
-	testDSN(t)
+	pgtest.DSN(t)
 	exchangetest.Run(t, backend(0))
 }
 
 // A pool of one connection must not deadlock: a transaction never waits
 // for a second pooled connection.
 func TestConformanceOneConnection(t *testing.T) {
-	testDSN(t)
+	pgtest.DSN(t)
 	exchangetest.Run(t, backend(1))
 }
 
 // rawConn is a plain connection with the schema on its search path.
 func rawConn(t testing.TB, schema string) *pgx.Conn {
 	t.Helper()
-	cfg, err := pgx.ParseConfig(testDSN(t))
+	cfg, err := pgx.ParseConfig(pgtest.DSN(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +73,7 @@ func rawConn(t testing.TB, schema string) *pgx.Conn {
 
 // replicas opens n Stores, each with its own pool, on one new schema.
 func replicas(t *testing.T, n int) []*pgexchange.Store {
-	schema := newSchema(t)
+	schema := pgtest.Schema(t)
 	out := make([]*pgexchange.Store, n)
 	for i := range out {
 		out[i] = open(t, &pgexchange.Options{Schema: schema, Instance: fmt.Sprint("replica_", i)})
@@ -210,7 +169,7 @@ func TestReplicasRace(t *testing.T) {
 // Replicas taking deliveries concurrently: each due delivery is handed to
 // one of them, until its lease ends.
 func TestReplicasDeliveries(t *testing.T) {
-	schema := newSchema(t)
+	schema := pgtest.Schema(t)
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	clock := func() time.Time { return now }
 	var rs []*pgexchange.Store
@@ -308,7 +267,7 @@ func TestReplicasMarkTimedOut(t *testing.T) {
 
 // The schema refuses what the Go code refuses, for writers that bypass it.
 func TestSchemaEnforcesMachine(t *testing.T) {
-	schema := newSchema(t)
+	schema := pgtest.Schema(t)
 	s := open(t, &pgexchange.Options{Schema: schema})
 	c := rawConn(t, schema)
 	ctx := t.Context()
@@ -369,11 +328,11 @@ func TestSchemaEnforcesMachine(t *testing.T) {
 
 // Replicas starting at once on a new schema apply the migrations once.
 func TestMigrationsConcurrent(t *testing.T) {
-	schema := newSchema(t)
+	schema := pgtest.Schema(t)
 	var wg sync.WaitGroup
 	for range 6 {
 		wg.Go(func() {
-			s, err := pgexchange.Open(t.Context(), testDSN(t), &pgexchange.Options{Schema: schema})
+			s, err := pgexchange.Open(t.Context(), pgtest.DSN(t), &pgexchange.Options{Schema: schema})
 			if err != nil {
 				t.Error(err)
 				return
@@ -389,12 +348,12 @@ func TestMigrationsConcurrent(t *testing.T) {
 }
 
 func TestNewerSchemaRefused(t *testing.T) {
-	schema := newSchema(t)
+	schema := pgtest.Schema(t)
 	open(t, &pgexchange.Options{Schema: schema}).Close()
 	if _, err := rawConn(t, schema).Exec(t.Context(), "INSERT INTO "+pgexchange.MigrationsTable+" (version, name) VALUES (999, 'future')"); err != nil {
 		t.Fatal(err)
 	}
-	s, err := pgexchange.Open(t.Context(), testDSN(t), &pgexchange.Options{Schema: schema})
+	s, err := pgexchange.Open(t.Context(), pgtest.DSN(t), &pgexchange.Options{Schema: schema})
 	if err == nil {
 		s.Close()
 		t.Fatal("Open accepted a schema newer than the build")
@@ -405,14 +364,14 @@ func TestNewerSchemaRefused(t *testing.T) {
 }
 
 func TestOpenErrors(t *testing.T) {
-	dsn := testDSN(t)
+	dsn := pgtest.DSN(t)
 	if _, err := pgexchange.Open(t.Context(), dsn, &pgexchange.Options{Schema: string(make([]byte, 64))}); err == nil {
 		t.Fatal("Open accepted a 64-byte schema name")
 	}
 	if _, err := pgexchange.Open(t.Context(), "postgres://%zz", nil); err == nil {
 		t.Fatal("Open accepted a malformed DSN")
 	}
-	if _, err := pgexchange.Open(t.Context(), dsn, &pgexchange.Options{Schema: newSchema(t), Instance: "bad\x00"}); !errors.Is(err, exchange.ErrInvalid) {
+	if _, err := pgexchange.Open(t.Context(), dsn, &pgexchange.Options{Schema: pgtest.Schema(t), Instance: "bad\x00"}); !errors.Is(err, exchange.ErrInvalid) {
 		t.Fatalf("bad instance: %v", err)
 	}
 	ctx, cancel := context.WithCancel(t.Context())
@@ -425,8 +384,8 @@ func TestOpenErrors(t *testing.T) {
 // The approval store and the exchange store share one schema: each keeps
 // its own tables and migration count.
 func TestSharesSchemaWithApprovalStore(t *testing.T) {
-	schema := newSchema(t)
-	ps, err := pgstore.Open(t.Context(), testDSN(t), &pgstore.Options{Schema: schema})
+	schema := pgtest.Schema(t)
+	ps, err := pgstore.Open(t.Context(), pgtest.DSN(t), &pgstore.Options{Schema: schema})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -440,7 +399,7 @@ func TestSharesSchemaWithApprovalStore(t *testing.T) {
 	if w, err := s2.Waiting(t.Context(), exchange.Done); err != nil || len(w) != 1 {
 		t.Fatalf("Waiting = %+v %v", w, err)
 	}
-	ps2, err := pgstore.Open(t.Context(), testDSN(t), &pgstore.Options{Schema: schema})
+	ps2, err := pgstore.Open(t.Context(), pgtest.DSN(t), &pgstore.Options{Schema: schema})
 	if err != nil {
 		t.Fatal(err)
 	}
