@@ -31,8 +31,16 @@
 // The chain logic is separate from storage. A Backend only runs a function
 // under its write lock (a transaction that serialises with every other
 // writer, in any process or replica) and stores what the function returns;
-// the function reads the last record and computes seq, prev and hash, so
-// concurrent writers always extend one chain in one order. Append returns
+// the function is given the last record and computes seq, prev and hash, so
+// concurrent writers always extend one chain in one order. Everything that
+// does not depend on the previous record (time, retention, checks, the
+// canonical JSON with placeholders for seq and prev) is done by Append
+// before it asks for the lock, concurrently with other appends; under the
+// lock the real seq and prev are spliced into those bytes, which are
+// hashed once (SHA-256 over about a kilobyte). A SealedBackend also takes
+// the stored JSON from the Log instead of encoding the record again under
+// its lock. The records and hashes are byte for byte what encoding the
+// whole record under the lock gave. Append returns
 // once the backend says the record is durable, and any failure, including a
 // cancelled context, is an error wrapping ErrAppend: the caller must fail
 // the request (fail closed). A context done before the commit writes

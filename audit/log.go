@@ -109,61 +109,20 @@ func (l *Log) Append(ctx context.Context, rec Record) (Record, error) {
 	if err := ctx.Err(); err != nil {
 		return Record{}, fmt.Errorf("%w: %w", ErrAppend, err)
 	}
-	// Check the content once outside the lock, so a malformed record
-	// never takes it.
-	probe := rec
-	probe.Seq, probe.Prev = 1, Genesis
-	if probe.Time.IsZero() {
-		probe.Time = time.Unix(0, 0)
-	}
-	if _, err := probe.canonical(); err != nil {
-		return Record{}, fmt.Errorf("%w: %w", ErrAppend, err)
-	}
-	out, err := l.b.Append(ctx, func(last *Record) (Record, error) {
-		return l.seal(rec, last, true)
-	})
+	// Everything that does not depend on the previous record (time,
+	// retention, checks, the canonical form, the normalised record) is
+	// done here, outside the backend's lock and concurrently with other
+	// appends; under the lock only the link to the previous record and the
+	// hash are computed (see prepared.seal). A malformed record never
+	// takes the lock.
+	p, err := l.prepare(rec, true)
 	if err != nil {
 		return Record{}, fmt.Errorf("%w: %w", ErrAppend, err)
 	}
-	return out, nil
-}
-
-// seal gives rec its place after last and its hash. It returns the
-// record in normalised form (as ParseRecord would read it back).
-func (l *Log) seal(rec Record, last *Record, retention bool) (Record, error) {
-	rec.Seq, rec.Prev = 1, Genesis
-	if last != nil {
-		if last.Seq >= maxSeq || !isDigest(last.Hash) {
-			return Record{}, fmt.Errorf("%w: the last record (seq %d) is damaged; run Verify", ErrRecord, last.Seq)
-		}
-		rec.Seq, rec.Prev = last.Seq+1, last.Hash
-	}
-	if rec.Time.IsZero() {
-		rec.Time = l.opts.Now()
-	}
-	rec.Time = rec.Time.UTC().Round(0)
-	if rec.RetainUntil.IsZero() && retention && l.opts.Retention != nil {
-		rec.RetainUntil = l.opts.Retention(rec)
-	}
-	if !rec.RetainUntil.IsZero() {
-		rec.RetainUntil = rec.RetainUntil.UTC().Round(0)
-	}
-	if err := rec.check(); err != nil {
-		return Record{}, err
-	}
-	rec.Hash = ""
-	c, err := rec.canonical()
+	out, err := l.appendPrepared(ctx, p)
 	if err != nil {
-		return Record{}, err
+		return Record{}, fmt.Errorf("%w: %w", ErrAppend, err)
 	}
-	// Normalise: the record returned and stored is the one that JSON
-	// form decodes to (details with json.Number values, no aliasing of
-	// the caller's maps).
-	out, err := ParseRecord(c)
-	if err != nil {
-		return Record{}, err
-	}
-	out.Hash = hashCanonical(c)
 	return out, nil
 }
 
@@ -206,7 +165,8 @@ func (l *Log) redact(ctx context.Context, now time.Time) (int, error) {
 				"before":    FormatTime(now),
 			},
 		}
-		return l.seal(rec, last, false)
+		s, err := l.sealOnce(rec, last, false)
+		return s.Record, err
 	})
 	if err != nil {
 		return 0, fmt.Errorf("%w: purge: %w", ErrAppend, err)

@@ -21,7 +21,7 @@ type memRow struct {
 	data []byte
 }
 
-var _ Backend = (*Memory)(nil)
+var _ SealedBackend = (*Memory)(nil)
 
 // NewMemory returns an empty in-memory backend.
 func NewMemory() *Memory { return &Memory{} }
@@ -30,6 +30,21 @@ var errMemClosed = errors.New("audit: memory backend closed")
 
 // Append implements Backend.
 func (m *Memory) Append(ctx context.Context, build func(last *Record) (Record, error)) (Record, error) {
+	return m.AppendSealed(ctx, func(last *Record) (Sealed, error) {
+		rec, err := build(last)
+		if err != nil {
+			return Sealed{}, err
+		}
+		data, err := rec.MarshalJSON()
+		if err != nil {
+			return Sealed{}, err
+		}
+		return Sealed{Record: rec, JSON: data}, nil
+	})
+}
+
+// AppendSealed implements SealedBackend.
+func (m *Memory) AppendSealed(ctx context.Context, build func(last *Record) (Sealed, error)) (Record, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
@@ -38,38 +53,34 @@ func (m *Memory) Append(ctx context.Context, build func(last *Record) (Record, e
 	if err := ctx.Err(); err != nil {
 		return Record{}, err
 	}
-	rec, data, err := m.build(build)
+	s, err := m.build(build)
 	if err != nil {
 		return Record{}, err
 	}
 	if err := ctx.Err(); err != nil {
 		return Record{}, err
 	}
-	m.insert(rec.Seq, data)
-	return rec, nil
+	m.insert(s.Record.Seq, s.JSON)
+	return s.Record, nil
 }
 
-func (m *Memory) build(build func(last *Record) (Record, error)) (Record, []byte, error) {
+func (m *Memory) build(build func(last *Record) (Sealed, error)) (Sealed, error) {
 	var last *Record
 	if n := len(m.rows); n > 0 {
 		r, err := ParseRecord(m.rows[n-1].data)
 		if err != nil {
-			return Record{}, nil, err
+			return Sealed{}, err
 		}
 		last = &r
 	}
-	rec, err := build(last)
+	s, err := build(last)
 	if err != nil {
-		return Record{}, nil, err
+		return Sealed{}, err
 	}
-	data, err := rec.MarshalJSON()
-	if err != nil {
-		return Record{}, nil, err
+	if n := len(m.rows); n > 0 && m.rows[n-1].seq >= s.Record.Seq {
+		return Sealed{}, errors.New("audit: memory backend: seq not after the last one")
 	}
-	if n := len(m.rows); n > 0 && m.rows[n-1].seq >= rec.Seq {
-		return Record{}, nil, errors.New("audit: memory backend: seq not after the last one")
-	}
-	return rec, data, nil
+	return s, nil
 }
 
 func (m *Memory) insert(seq uint64, data []byte) {
@@ -140,7 +151,14 @@ func (m *Memory) Redact(ctx context.Context, now time.Time, build func(last *Rec
 	}
 	old := m.rows
 	m.rows = next
-	rec, data, err := m.build(func(last *Record) (Record, error) { return build(last, seqs) })
+	s, err := m.build(func(last *Record) (Sealed, error) {
+		rec, err := build(last, seqs)
+		if err != nil {
+			return Sealed{}, err
+		}
+		data, err := rec.MarshalJSON()
+		return Sealed{Record: rec, JSON: data}, err
+	})
 	if err == nil {
 		err = ctx.Err()
 	}
@@ -148,7 +166,7 @@ func (m *Memory) Redact(ctx context.Context, now time.Time, build func(last *Rec
 		m.rows = old
 		return 0, err
 	}
-	m.insert(rec.Seq, data)
+	m.insert(s.Record.Seq, s.JSON)
 	return len(seqs), nil
 }
 

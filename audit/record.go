@@ -307,10 +307,20 @@ func ParseRecord(data []byte) (Record, error) {
 	if len(c) > MaxRecordSize {
 		return Record{}, fmt.Errorf("%w: %d bytes in canonical form, more than %d", ErrRecord, len(c), MaxRecordSize)
 	}
+	return decodeWire(data)
+}
+
+// decodeWire decodes a record's JSON form, already known to be a single
+// JSON object without duplicate or case-folded member names (ParseRecord
+// checks that; canonical output has it by construction).
+func decodeWire(data []byte) (Record, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	dec.UseNumber()
-	var w wireRecord
+	var (
+		w   wireRecord
+		err error
+	)
 	if err := dec.Decode(&w); err != nil {
 		return Record{}, fmt.Errorf("%w: %v", ErrRecord, err)
 	}

@@ -12,10 +12,10 @@ import (
 )
 
 // BenchmarkAppend measures durable appends (synchronous=FULL: one fsync
-// per transaction) from 1 and 8 goroutines; with 8, group commit shares
-// the fsyncs.
+// per transaction) from 1, 8 and 32 goroutines; with several, group
+// commit shares the fsyncs.
 func BenchmarkAppend(b *testing.B) {
-	for _, g := range []int{1, 8} {
+	for _, g := range []int{1, 8, 32} {
 		b.Run(fmt.Sprintf("goroutines=%d", g), func(b *testing.B) {
 			l := audit.New(open(b, filepath.Join(b.TempDir(), "audit.db"), nil), nil)
 			ctx := context.Background()

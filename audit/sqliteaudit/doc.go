@@ -20,11 +20,18 @@
 // or leave a gap.
 //
 // Group commit: one Backend's appends go through one writer goroutine that
-// commits every append queued meanwhile in one transaction (one fsync),
-// each in its own SAVEPOINT, so a failing append is rolled back alone and
-// each append sees the ones before it. Options.MaxBatch = 1 turns it off.
-// An append whose context is done before its savepoint is released is
-// rolled back: nothing is written.
+// commits every append queued meanwhile in one transaction (one fsync); a
+// failing append is answered alone and the others run again without it
+// (package internal/sqlitedb). Each append sees the ones before it in the
+// batch: the last record appended in the transaction is kept in memory, so
+// only the first append of a batch reads the last row, and it parses that
+// row only when it is not exactly the JSON this Backend last committed
+// (another process appended, or a purge ran). The statements of the
+// append path are prepared once. The record arrives encoded and hashed by
+// audit.Log (audit.SealedBackend), so the write lock covers one INSERT
+// per record. Options.MaxBatch = 1 turns group commit off. An append whose
+// context is done before its transaction commits is rolled back: nothing
+// is written.
 //
 // # Schema
 //

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/custos-runtime/custos/audit"
@@ -53,9 +54,25 @@ type Options struct {
 type Backend struct {
 	db          *sqlitedb.DB
 	redactBatch int
+
+	// head is the last record this Backend inserted, with its stored
+	// JSON: a parse cache. A transaction that finds exactly that JSON as
+	// the last row links to the record without parsing the row again
+	// (the record is what ParseRecord gives for that JSON, whether or not
+	// the transaction that inserted it committed); anything else (another
+	// process appended, a purge rewrote the row) is read and parsed.
+	headMu sync.Mutex
+	head   *headRecord
 }
 
-var _ audit.Backend = (*Backend)(nil)
+// headRecord is the cached head. rec shares its maps with the record the
+// append returned; audit.Log reads only Seq and Hash of the last record.
+type headRecord struct {
+	rec  audit.Record
+	json string
+}
+
+var _ audit.SealedBackend = (*Backend)(nil)
 
 //go:embed migrations/*.sql
 var migrationFS embed.FS
@@ -112,6 +129,10 @@ func Open(ctx context.Context, path string, o *Options) (*Backend, error) {
 		return nil, fmt.Errorf("sqliteaudit: %w", err)
 	}
 	b.db = db
+	if err := db.Prepare(ctx, sqlLast, sqlInsert); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("sqliteaudit: %w", err)
+	}
 	return b, nil
 }
 
@@ -136,22 +157,55 @@ func (b *Backend) ID(ctx context.Context) (string, error) {
 	return id, nil
 }
 
+// The statements of the append path, prepared once at Open.
+const (
+	sqlLast   = "SELECT json FROM records ORDER BY seq DESC LIMIT 1"
+	sqlInsert = `INSERT INTO records (seq, time, kind, message_id, retain_until, redacted, prev, hash, json)
+		VALUES (?, ?, ?, ?, ?, 0, ?, ?, ?)`
+)
+
+// memoLast is the key, in sqlitedb.Tx.Memo, of the last record appended
+// in the current transaction: the appends of one group commit link to it
+// instead of reading and parsing the previous row again. A re-run
+// transaction starts with an empty Memo and reads it from the table.
+const memoLast = "sqliteaudit.last"
+
 // Append implements audit.Backend.
 func (b *Backend) Append(ctx context.Context, build func(last *audit.Record) (audit.Record, error)) (audit.Record, error) {
-	var out audit.Record
-	err := b.db.Write(ctx, func(tx *sqlitedb.Tx) error {
-		last, err := lastRecord(ctx, tx)
-		if err != nil {
-			return err
-		}
+	return b.AppendSealed(ctx, func(last *audit.Record) (audit.Sealed, error) {
 		rec, err := build(last)
 		if err != nil {
+			return audit.Sealed{}, err
+		}
+		data, err := rec.MarshalJSON()
+		if err != nil {
+			return audit.Sealed{}, err
+		}
+		return audit.Sealed{Record: rec, JSON: data}, nil
+	})
+}
+
+// AppendSealed implements audit.SealedBackend: it stores the JSON build
+// returns as it is, so the only work under the write lock is build
+// (linking and hashing) and one prepared INSERT.
+func (b *Backend) AppendSealed(ctx context.Context, build func(last *audit.Record) (audit.Sealed, error)) (audit.Record, error) {
+	var out audit.Record
+	err := b.db.Write(ctx, func(tx *sqlitedb.Tx) error {
+		last, _ := tx.Memo[memoLast].(*audit.Record)
+		if last == nil {
+			var err error
+			if last, err = b.lastRecord(ctx, tx); err != nil {
+				return err
+			}
+		}
+		s, err := build(last)
+		if err != nil {
 			return err
 		}
-		if err := insert(ctx, tx, last, rec); err != nil {
+		if err := b.insert(ctx, tx, last, s.Record, s.JSON); err != nil {
 			return err
 		}
-		out = rec
+		out = s.Record
 		return nil
 	})
 	if err != nil {
@@ -160,16 +214,41 @@ func (b *Backend) Append(ctx context.Context, build func(last *audit.Record) (au
 	return out, nil
 }
 
-// lastRecord reads the record with the highest seq, nil when none.
-func lastRecord(ctx context.Context, tx *sqlitedb.Tx) (*audit.Record, error) {
+// lastRecord is the package's lastRecord, reusing the record this Backend
+// last committed when the row holds exactly its JSON.
+func (b *Backend) lastRecord(ctx context.Context, tx *sqlitedb.Tx) (*audit.Record, error) {
 	var data string
-	err := tx.QueryRowContext(ctx, "SELECT json FROM records ORDER BY seq DESC LIMIT 1").Scan(&data)
+	err := tx.QueryRowContext(ctx, sqlLast).Scan(&data)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
+	b.headMu.Lock()
+	h := b.head
+	b.headMu.Unlock()
+	if h != nil && h.json == data {
+		rec := h.rec
+		return &rec, nil
+	}
+	return parseLast(data)
+}
+
+// lastRecord reads the record with the highest seq, nil when none.
+func lastRecord(ctx context.Context, tx *sqlitedb.Tx) (*audit.Record, error) {
+	var data string
+	err := tx.QueryRowContext(ctx, sqlLast).Scan(&data)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return parseLast(data)
+}
+
+func parseLast(data string) (*audit.Record, error) {
 	rec, err := audit.ParseRecord([]byte(data))
 	if err != nil {
 		return nil, fmt.Errorf("the last record is damaged (run verify): %w", err)
@@ -177,23 +256,30 @@ func lastRecord(ctx context.Context, tx *sqlitedb.Tx) (*audit.Record, error) {
 	return &rec, nil
 }
 
-func insert(ctx context.Context, tx *sqlitedb.Tx, last *audit.Record, rec audit.Record) error {
+// insert stores rec, whose stored form is data, after last, and makes it
+// the transaction's last record and the Backend's cached head.
+func (b *Backend) insert(ctx context.Context, tx *sqlitedb.Tx, last *audit.Record, rec audit.Record, data []byte) error {
 	if last != nil && rec.Seq <= last.Seq {
 		return fmt.Errorf("seq %d is not after the last seq %d", rec.Seq, last.Seq)
-	}
-	data, err := rec.MarshalJSON()
-	if err != nil {
-		return err
 	}
 	var retain string
 	if !rec.RetainUntil.IsZero() {
 		retain = audit.FormatTime(rec.RetainUntil)
 	}
-	_, err = tx.ExecContext(ctx, `INSERT INTO records (seq, time, kind, message_id, retain_until, redacted, prev, hash, json)
-		VALUES (?, ?, ?, ?, ?, 0, ?, ?, ?)`,
+	js := string(data)
+	_, err := tx.ExecContext(ctx, sqlInsert,
 		int64(rec.Seq), audit.FormatTime(rec.Time), string(rec.Kind), rec.MessageID, retain,
-		rec.Prev, rec.Hash, string(data))
-	return err
+		rec.Prev, rec.Hash, js)
+	if err != nil {
+		return err
+	}
+	if tx.Memo != nil {
+		tx.Memo[memoLast] = &rec
+	}
+	b.headMu.Lock()
+	b.head = &headRecord{rec: rec, json: js}
+	b.headMu.Unlock()
+	return nil
 }
 
 // Range implements audit.Backend. It reads pages of records, each in its
@@ -308,7 +394,11 @@ func (b *Backend) Redact(ctx context.Context, now time.Time,
 		if err != nil {
 			return err
 		}
-		if err := insert(ctx, tx, last, rec); err != nil {
+		data, err := rec.MarshalJSON()
+		if err != nil {
+			return err
+		}
+		if err := b.insert(ctx, tx, last, rec, data); err != nil {
 			return err
 		}
 		n = len(seqs)

@@ -310,3 +310,20 @@ func TestPartialExportVerifies(t *testing.T) {
 		t.Fatalf("partial with a gap: %+v", rep.Problem)
 	}
 }
+
+// TestDamagedHeadFailsClosedCached: the Backend that wrote the last record
+// still reads it back from the file, and fails when it was damaged since.
+func TestDamagedHeadFailsClosedCached(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "audit.db")
+	l := audit.New(open(t, path, nil), nil)
+	for i := 1; i <= 3; i++ {
+		if _, err := l.Append(ctx, audittest.Sample(audit.KindReceived, i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sqlExec(t, rawDB(t, path), "DROP TRIGGER records_only_redact", `UPDATE records SET json = 'oops' WHERE seq = 3`)
+	if _, err := l.Append(ctx, audittest.Sample(audit.KindReceived, 4)); err == nil || !strings.Contains(err.Error(), "damaged") {
+		t.Fatalf("Append on a damaged head: %v", err)
+	}
+}
