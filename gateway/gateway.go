@@ -33,6 +33,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/custos-runtime/custos/aais"
@@ -110,7 +111,10 @@ type Options struct {
 type Gateway struct {
 	o       Options
 	limiter RateLimiter
-	metrics metrics
+	// lastPurge is when housekeeping last purged idempotency keys (Unix
+	// ns).
+	lastPurge atomic.Int64
+	metrics   metrics
 }
 
 // New checks o and returns a Gateway.
