@@ -43,6 +43,10 @@ func NewReviews(o ReviewsOptions) (http.Handler, error) {
 	auth := func(next func(http.ResponseWriter, *http.Request, audit.Actor)) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
 			a, err := o.Auth.Authenticate(r)
+			if errors.Is(err, ErrCSRF) {
+				problem(w, asc.PermissionDenied, http.StatusForbidden, "A signed-in browser must send the CSRF token and an allowed Origin.")
+				return
+			}
 			if err != nil {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="custos"`)
 				problem(w, asc.AuthenticationRequired, http.StatusUnauthorized, "Send a reviewer's credentials.")
