@@ -28,9 +28,22 @@ import (
 // cost grows with the pending count.
 func BenchCycles(b *testing.B, s aais.Store, workers int) {
 	b.Helper()
-	a, err := aais.NewAuthority(s, &aais.AuthorityOptions{Stream: "bench.approvals"})
-	if err != nil {
-		b.Fatal(err)
+	BenchReplicaCycles(b, []aais.Store{s}, workers)
+}
+
+// BenchReplicaCycles is BenchCycles with the workers spread over several
+// handles on one shared store (replicas: several processes on one
+// PostgreSQL schema), each with its own Authority, worker i on handle
+// i mod len(stores).
+func BenchReplicaCycles(b *testing.B, stores []aais.Store, workers int) {
+	b.Helper()
+	auths := make([]*aais.Authority, len(stores))
+	for i, s := range stores {
+		a, err := aais.NewAuthority(s, &aais.AuthorityOptions{Stream: "bench.approvals"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		auths[i] = a
 	}
 	// Ids must be new in every run of the benchmark function, which the
 	// testing package calls several times on the same store.
@@ -42,7 +55,8 @@ func BenchCycles(b *testing.B, s aais.Store, workers int) {
 	var next atomic.Int64
 	b.ResetTimer()
 	var wg sync.WaitGroup
-	for range workers {
+	for w := range workers {
+		a := auths[w%len(auths)]
 		wg.Go(func() {
 			for {
 				i := next.Add(1)

@@ -2,6 +2,7 @@ package pgstore_test
 
 import (
 	"flag"
+	"fmt"
 	"testing"
 
 	"github.com/custos-runtime/custos/aais"
@@ -28,4 +29,25 @@ func BenchmarkCycle(b *testing.B) {
 			_, err := s.(*pgstore.Store).Import(b.Context(), recs)
 			return err
 		})
+}
+
+// BenchmarkReplicas measures cycles with 8 and 24 workers spread over 1 and
+// 3 replicas (store handles with their own pools) on one schema with 1,000
+// pending requests: whether replicas add throughput. It needs
+// CUSTOS_TEST_POSTGRES_DSN.
+func BenchmarkReplicas(b *testing.B) {
+	pgtest.DSN(b)
+	schema := pgtest.Schema(b)
+	stores := []aais.Store{open(b, schema), open(b, schema), open(b, schema)}
+	if err := aaistest.PendingRecords(b, 1000, 1000, func(recs []aais.RequestRecord) error {
+		_, err := stores[0].(*pgstore.Store).Import(b.Context(), recs)
+		return err
+	}); err != nil {
+		b.Fatal(err)
+	}
+	for _, n := range []int{1, 3} {
+		for _, w := range []int{8, 24} {
+			b.Run(fmt.Sprintf("replicas=%d/workers=%d", n, w), func(b *testing.B) { aaistest.BenchReplicaCycles(b, stores[:n], w) })
+		}
+	}
 }
