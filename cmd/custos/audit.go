@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/custos-runtime/custos/audit"
+	"github.com/custos-runtime/custos/audit/pgaudit"
 	"github.com/custos-runtime/custos/audit/sqliteaudit"
 	"github.com/custos-runtime/custos/store"
 )
@@ -40,10 +41,12 @@ func newAuditCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "audit",
 		Short: "Verify, export and purge the tamper-evident audit log",
-		Long: `Work on the hash-chained audit log kept in a SQLite file.
+		Long: `Work on the hash-chained audit log kept in a SQLite file or in PostgreSQL.
 
-The log is named by --log (or $CUSTOS_AUDIT_LOG): a SQLite file, or a
-directory holding audit.db; nothing means audit.db in the data directory
+The log is named by --log (or $CUSTOS_AUDIT_LOG): a SQLite file, a
+directory holding audit.db, or a postgres:// URL (custos_schema=NAME
+selects the schema; default custos) where gateway replicas write one
+chain; nothing means audit.db in the data directory
 ($CUSTOS_DATA_DIR, or ~/.local/share/custos). These commands never create a
 log: a missing one is an error (exit 1).
 
@@ -66,7 +69,7 @@ the command line is wrong.`,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
 	cmd.PersistentFlags().StringVar(&env.logPath, "log", os.Getenv("CUSTOS_AUDIT_LOG"),
-		"the audit log: a SQLite file or a directory holding audit.db (default $CUSTOS_AUDIT_LOG or audit.db in the data directory)")
+		"the audit log: a SQLite file, a directory holding audit.db, or a postgres:// URL (default $CUSTOS_AUDIT_LOG or audit.db in the data directory)")
 	cmd.AddCommand(env.verifyCommand(), env.exportCommand(), env.purgeCommand())
 	return cmd
 }
@@ -89,6 +92,24 @@ func (e *auditEnv) path() (string, error) {
 
 // open opens the existing audit log; it refuses to create one.
 func (e *auditEnv) open(ctx context.Context) (*audit.Log, string, error) {
+	if strings.HasPrefix(e.logPath, "postgres://") || strings.HasPrefix(e.logPath, "postgresql://") {
+		loc, err := store.Parse(e.logPath)
+		if err != nil {
+			return nil, "", err
+		}
+		name := loc.String() // without the password
+		if loc.Schema != "" {
+			name += " (schema " + loc.Schema + ")"
+		}
+		b, err := pgaudit.Open(ctx, loc.DSN, &pgaudit.Options{Schema: loc.Schema, MustExist: true})
+		if errors.Is(err, pgaudit.ErrNoLog) {
+			return nil, name, fmt.Errorf("no audit log at %s", name)
+		}
+		if err != nil {
+			return nil, name, err
+		}
+		return audit.New(b, nil), name, nil
+	}
 	path, err := e.path()
 	if err != nil {
 		return nil, "", err

@@ -23,10 +23,8 @@ import (
 	"github.com/custos-runtime/custos/arsia"
 	"github.com/custos-runtime/custos/arsia/sig"
 	"github.com/custos-runtime/custos/audit"
-	"github.com/custos-runtime/custos/audit/sqliteaudit"
 	"github.com/custos-runtime/custos/gateway"
 	"github.com/custos-runtime/custos/gateway/config"
-	"github.com/custos-runtime/custos/gateway/exchange"
 	"github.com/custos-runtime/custos/gateway/handler"
 	"github.com/custos-runtime/custos/httpapi"
 	"github.com/custos-runtime/custos/internal/flock"
@@ -95,6 +93,7 @@ all the gateway keeps.`,
 	for _, f := range []struct{ name, usage string }{
 		{"listen", "the address to listen on (default 127.0.0.1:8080)"},
 		{"data", "the data directory (default ./custos-data)"},
+		{"store", "the approval store (default DATA/approvals.db); postgres://… keeps all shared state there, for several replicas"},
 	} {
 		flags[f.name] = cmd.Flags().String(f.name, "", f.usage)
 	}
@@ -139,23 +138,20 @@ func serve(ctx context.Context, cfg config.Config, out, errOut io.Writer) error 
 	if err != nil {
 		return err
 	}
-	ab, err := sqliteaudit.Open(ctx, cfg.AuditLog, nil)
+	state, err := openState(ctx, cfg, loc, st)
 	if err != nil {
 		return err
 	}
-	auditLog := audit.New(ab, &audit.Options{Retention: audit.ProfileRetention(nil, 0)})
+	defer state.Close()
+	auditLog := audit.New(state.audit, &audit.Options{Retention: audit.ProfileRetention(nil, 0)})
 	defer auditLog.Close()
-	xs, err := exchange.Open(ctx, filepath.Join(cfg.Data, "exchanges.db"), nil)
-	if err != nil {
-		return err
-	}
-	defer xs.Close()
+	xs := state.exchanges
 
 	keys, trust, err := newTrust(cfg.Trust)
 	if err != nil {
 		return err
 	}
-	authorizer, err := newAuthorizer(cfg)
+	authorizer, err := newAuthorizer(cfg, state.replay)
 	if err != nil {
 		return err
 	}
@@ -184,16 +180,16 @@ func serve(ctx context.Context, cfg config.Config, out, errOut io.Writer) error 
 		Agent: cfg.Agent, Signer: signer, KID: kid, Keys: keys, Trust: trust, Authorizer: authorizer, Grants: grants, Handlers: handlers,
 		Authority: auth, Exchanges: xs, Audit: auditLog, ApprovalTTL: cfg.Oversight.TTL,
 		AllowSession: cfg.Oversight.AllowSession, ReviewWithin: cfg.Oversight.ReviewWithin, Callbacks: callbacks, Logger: logger,
-		RateLimit: gateway.RateLimit{PerSecond: cfg.RateLimit.PerSecond, Burst: cfg.RateLimit.Burst},
+		RateLimit: gateway.RateLimit{PerSecond: cfg.RateLimit.PerSecond, Burst: cfg.RateLimit.Burst}, Limiter: state.limiter,
 		StatusURL: func(id string) string { return cfg.PublicURL + "/v1/arsia/exchanges/" + id },
 	})
 	if err != nil {
 		return err
 	}
 
-	// One gateway per data directory: whatever the last one left running
-	// when it stopped has an unknown outcome and is not run again.
-	if n, err := gw.Recover(ctx, ""); err != nil {
+	// Whatever this gateway (or, on a shared store, this replica) left
+	// running when it stopped has an unknown outcome and is not run again.
+	if n, err := gw.Recover(ctx, state.instance); err != nil {
 		return err
 	} else if n > 0 {
 		logger.Warn("ended interrupted exchanges with an unknown result", "count", n)

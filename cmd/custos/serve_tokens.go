@@ -11,7 +11,9 @@ import (
 
 // newAuthorizer builds the access-token checks of the inbox (nil when the
 // configuration asks for none). cfg has been checked.
-func newAuthorizer(cfg config.Config) (gateway.Authorizer, error) {
+// replay, when not nil, is the shared DPoP replay set (replicas on
+// PostgreSQL); nil keeps one in memory.
+func newAuthorizer(cfg config.Config, replay authz.ReplaySet) (gateway.Authorizer, error) {
 	t := cfg.Tokens
 	mode, err := authz.ParseMode(t.Mode)
 	if err != nil {
@@ -21,7 +23,7 @@ func newAuthorizer(cfg config.Config) (gateway.Authorizer, error) {
 		return nil, nil // an untyped nil: the gateway checks no token
 	}
 	c := authz.Config{Mode: mode, MaxLifetime: t.MaxLifetime, ClockSkew: t.ClockSkew,
-		ReplayWindow: t.ReplayWindow, ReplayCapacity: t.ReplayCapacity}
+		ReplayWindow: t.ReplayWindow, ReplayCapacity: t.ReplayCapacity, Replay: replay}
 	for i, is := range t.Issuers {
 		var keys sig.KeySource
 		if is.JWKSURL != "" {

@@ -39,7 +39,7 @@ func TestTokenIssueAndDPoP(t *testing.T) {
 	if err := cfg.Check(); err != nil {
 		t.Fatal(err)
 	}
-	az, err := newAuthorizer(cfg)
+	az, err := newAuthorizer(cfg, nil)
 	if err != nil || az == nil {
 		t.Fatalf("newAuthorizer = %v, %v", az, err)
 	}
@@ -124,15 +124,15 @@ func TestNewAuthorizerOff(t *testing.T) {
 	if err := cfg.Check(); err != nil {
 		t.Fatal(err)
 	}
-	az, err := newAuthorizer(cfg)
+	az, err := newAuthorizer(cfg, nil)
 	if err != nil || az != nil {
-		t.Fatalf("newAuthorizer(off) = %#v, %v", az, err)
+		t.Fatalf("newAuthorizer(off, nil) = %#v, %v", az, err)
 	}
 	cfg.Tokens = config.Tokens{Mode: "any", Issuers: []config.TokenIssuer{{Issuer: "https://as", JWKSURL: "https://as.example/jwks.json"}}}
 	if err := cfg.Check(); err != nil {
 		t.Fatal(err)
 	}
-	if az, err := newAuthorizer(cfg); err != nil || az == nil {
-		t.Fatalf("newAuthorizer(any) = %v, %v", az, err)
+	if az, err := newAuthorizer(cfg, nil); err != nil || az == nil {
+		t.Fatalf("newAuthorizer(any, nil) = %v, %v", az, err)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"go.yaml.in/yaml/v3"
 
@@ -50,8 +51,15 @@ type Config struct {
 	// Store is the approval store location (see store.Parse); empty means
 	// approvals.db in Data.
 	Store string `yaml:"store"`
-	// AuditLog is the audit log file; empty means audit.db in Data.
+	// AuditLog is the audit log: a file, or a postgres:// URL; empty means
+	// audit.db in Data, or, when Store is on PostgreSQL, the same database
+	// and schema (one chain for every replica).
 	AuditLog string `yaml:"audit_log"`
+	// Instance names this gateway among replicas sharing a PostgreSQL
+	// store: the claims it makes, so that after a restart it ends only
+	// its own interrupted calls. Empty means host name and data
+	// directory. Keep it stable across restarts of one replica.
+	Instance string `yaml:"instance"`
 	// LogFormat is "text" or "json".
 	LogFormat string `yaml:"log_format"`
 	// MaxBody caps a request body in bytes.
@@ -319,6 +327,7 @@ var EnvVars = map[string]string{
 	"CUSTOS_PUBLIC_URL": "public_url",
 	"CUSTOS_STORE":      "store",
 	"CUSTOS_AUDIT_LOG":  "audit_log",
+	"CUSTOS_INSTANCE":   "instance",
 	"CUSTOS_LOG_FORMAT": "log_format",
 	"CUSTOS_MAX_BODY":   "max_body",
 }
@@ -354,6 +363,8 @@ func (c *Config) Set(key, value string) error {
 		c.Store = value
 	case "audit_log":
 		c.AuditLog = value
+	case "instance":
+		c.Instance = value
 	case "log_format":
 		c.LogFormat = value
 	case "max_body":
@@ -366,6 +377,12 @@ func (c *Config) Set(key, value string) error {
 		return fmt.Errorf("%w: unknown setting %q", ErrConfig, key)
 	}
 	return nil
+}
+
+// Shared reports whether the gateway keeps its state in PostgreSQL, where
+// several replicas share it (the approval store is a postgres:// URL).
+func (c *Config) Shared() bool {
+	return strings.HasPrefix(c.Store, "postgres://") || strings.HasPrefix(c.Store, "postgresql://")
 }
 
 // Check reports every problem with c at once, and fills the settings
@@ -396,7 +413,17 @@ func (c *Config) Check() error {
 		c.Store = filepath.Join(c.Data, "approvals.db")
 	}
 	if c.AuditLog == "" {
-		c.AuditLog = filepath.Join(c.Data, "audit.db")
+		if c.Shared() {
+			c.AuditLog = c.Store
+		} else {
+			c.AuditLog = filepath.Join(c.Data, "audit.db")
+		}
+	}
+	if c.Instance == "" {
+		host, _ := os.Hostname()
+		c.Instance = host + ":" + c.Data
+	} else if len(c.Instance) > 256 || strings.ContainsFunc(c.Instance, unicode.IsControl) {
+		bad("instance %q: at most 256 characters, no control characters", c.Instance)
 	}
 	for _, err := range c.Tokens.check() {
 		bad("tokens: %v", err)

@@ -271,3 +271,31 @@ func TestTrust(t *testing.T) {
 		})
 	}
 }
+
+// With the approval store on PostgreSQL, the audit log defaults to the same
+// database (one chain for every replica); an instance name is derived
+// when none is given, and a malformed one is refused.
+func TestSharedState(t *testing.T) {
+	c := Default()
+	c.Data = t.TempDir()
+	c.Store = "postgres://u@db.example/custos?custos_schema=prod"
+	if err := c.Check(); err != nil {
+		t.Fatal(err)
+	}
+	if !c.Shared() || c.AuditLog != c.Store || !strings.HasSuffix(c.Instance, ":"+c.Data) {
+		t.Fatalf("shared %v, audit_log %q, instance %q", c.Shared(), c.AuditLog, c.Instance)
+	}
+	c = Default()
+	c.Data = t.TempDir()
+	if err := c.Check(); err != nil {
+		t.Fatal(err)
+	}
+	if c.Shared() || c.AuditLog != filepath.Join(c.Data, "audit.db") {
+		t.Fatalf("local: shared %v, audit_log %q", c.Shared(), c.AuditLog)
+	}
+	c = Default()
+	c.Instance = "bad\nname"
+	if err := c.Check(); err == nil || !strings.Contains(err.Error(), "instance") {
+		t.Fatalf("a control character in instance: %v", err)
+	}
+}
