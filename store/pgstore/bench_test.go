@@ -11,7 +11,10 @@ import (
 	"github.com/custos-runtime/custos/store/pgstore"
 )
 
-var benchPending = flag.String("pending", "1000,100000", "comma-separated pending counts for BenchmarkCycle")
+var (
+	benchPending = flag.String("pending", "1000,100000", "comma-separated pending counts for BenchmarkCycle")
+	benchBatch   = flag.Int("batch", 0, "Options.MaxBatch of the stores the benchmarks open (0: the default; 1: no group commit)")
+)
 
 // BenchmarkCycle measures durable create → decide → resolve cycles (two
 // committed transactions each) at each -pending count, with 1 and 8
@@ -38,7 +41,10 @@ func BenchmarkCycle(b *testing.B) {
 func BenchmarkReplicas(b *testing.B) {
 	pgtest.DSN(b)
 	schema := pgtest.Schema(b)
-	stores := []aais.Store{open(b, schema), open(b, schema), open(b, schema)}
+	stores := make([]aais.Store, 3)
+	for i := range stores {
+		stores[i] = openOpts(b, &pgstore.Options{Schema: schema, MaxBatch: *benchBatch})
+	}
 	if err := aaistest.PendingRecords(b, 1000, 1000, func(recs []aais.RequestRecord) error {
 		_, err := stores[0].(*pgstore.Store).Import(b.Context(), recs)
 		return err

@@ -57,6 +57,11 @@ type Options struct {
 	// MaxAttempts bounds the tries of one transaction on transient
 	// failures. Zero means DefaultMaxAttempts.
 	MaxAttempts int
+	// MaxBatch is the most concurrent writes run in one transaction
+	// (group commit, pgutil.Batcher): every write takes the sequence row's
+	// lock, so batching is what lets more writers add throughput. Zero
+	// means 32; 1 runs every write alone.
+	MaxBatch int
 }
 
 // Store is an aais.Store kept in a PostgreSQL schema. It is safe for
@@ -69,6 +74,7 @@ type Store struct {
 	channel     string
 	maxAttempts int
 	runner      pgutil.Runner
+	batcher     *pgutil.Batcher // nil: every write alone
 
 	// ctx is cancelled by Close; Subscribe goroutines end with it.
 	ctx       context.Context
@@ -119,6 +125,9 @@ func Open(ctx context.Context, dsn string, o *Options) (*Store, error) {
 		}
 		return nil
 	}}
+	if o.MaxBatch != 1 {
+		s.batcher = &pgutil.Batcher{R: &s.runner, Max: o.MaxBatch}
+	}
 	if err := s.migrate(ctx); err != nil {
 		_ = s.Close()
 		return nil, fmt.Errorf("pgstore: open schema %s: %w", schema, err)

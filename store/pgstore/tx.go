@@ -23,7 +23,12 @@ var errNoChange = pgutil.ErrNoChange
 // on transient failures (pgutil.Runner.Write): a context done before the
 // commit writes nothing, and a commit whose outcome is unknown is not
 // retried (pgutil.ErrCommitUnknown).
+// Concurrent writes share a transaction and its commit (pgutil.Batcher)
+// unless Options.MaxBatch is 1.
 func (s *Store) write(ctx context.Context, fn func(ctx context.Context, tx pgx.Tx) error) error {
+	if s.batcher != nil {
+		return s.batcher.Write(ctx, fn)
+	}
 	return s.runner.Write(ctx, fn)
 }
 
