@@ -33,6 +33,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -114,7 +115,10 @@ type Gateway struct {
 	// lastPurge is when housekeeping last purged idempotency keys (Unix
 	// ns).
 	lastPurge atomic.Int64
-	metrics   metrics
+	// resuming holds the ids of the exchanges a goroutine of this process
+	// is moving on (resumeOne).
+	resuming sync.Map
+	metrics  metrics
 }
 
 // New checks o and returns a Gateway.

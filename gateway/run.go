@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -239,8 +240,9 @@ func (g *Gateway) auditApproval(ctx context.Context, call handler.Call, profile,
 // Run does the gateway's background work until ctx ends, in three loops:
 //
 //   - resume: an exchange whose approval was decided runs (once, if
-//     approved) or is answered with an error; an approval still pending
-//     past its deadline is resolved as expired;
+//     approved) or is answered with an error, as soon as the approval
+//     stream announces the resolution; a periodic scan also expires
+//     approvals past their deadline and catches up after a restart;
 //   - reviews: an open post-execution review past its deadline raises an
 //     oversight_timeout (an audit record, a warning, a metric), once;
 //     expired idempotency keys are purged;
@@ -266,8 +268,12 @@ func (g *Gateway) Run(ctx context.Context) error {
 			}
 		}
 	}
-	wg.Add(3)
-	go loop("resuming exchanges", g.o.Poll, g.resume)
+	wg.Add(4)
+	// Decisions are acted on as the approval stream announces them; the
+	// scan catches what the stream cannot (deadlines, a restart, an event
+	// missed while reconnecting).
+	go loop("following approvals", g.o.Poll, g.follow)
+	go loop("resuming exchanges", max(10*g.o.Poll, 2*time.Second), g.resume)
 	go loop("checking reviews", max(g.o.Poll, time.Second), g.housekeeping)
 	go loop("delivering callbacks", g.o.Poll, g.deliver)
 	wg.Wait()
@@ -280,74 +286,99 @@ func (g *Gateway) resume(ctx context.Context) error {
 		return err
 	}
 	for _, x := range waiting {
-		// The approval, or the request that superseded it when a reviewer
-		// edited the arguments (supersede.go).
-		st, edits, err := g.approvalChain(ctx, x.ApprovalID)
+		if err := g.resumeOne(ctx, x); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// resumeOne moves one exchange waiting for its approval on: nothing while
+// the approval is pending (it is expired past its deadline), the call run
+// once when approved, an error answered otherwise. One exchange is moved
+// by one goroutine of a process at a time: the periodic scan and the
+// approval stream may both bring it.
+func (g *Gateway) resumeOne(ctx context.Context, x exchange.Exchange) error {
+	if _, busy := g.resuming.LoadOrStore(x.ID, true); busy {
+		return nil
+	}
+	defer g.resuming.Delete(x.ID)
+	if cur, err := g.o.Exchanges.Get(ctx, x.ID); err != nil {
+		return err
+	} else if cur.State != exchange.PendingApproval && cur.State != exchange.Approved {
+		return nil // finished meanwhile
+	} else {
+		x = cur
+	}
+	// The approval, or the request that superseded it when a reviewer
+	// edited the arguments (supersede.go).
+	st, edits, err := g.approvalChain(ctx, x.ApprovalID)
+	if err != nil {
+		return err
+	}
+	if st.Resolution == nil {
+		// Only this exchange's approval is swept, not every pending
+		// request of the store on every poll.
+		if !x.Deadline.IsZero() && !g.o.Now().Before(x.Deadline) {
+			if _, err := g.o.Authority.Expire(ctx, st.Request.Event.Request.ID); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	req := st.Request.Event.Request
+	var ref exchangeRef
+	if err := json.Unmarshal(req.Extensions[ExchangeExtension], &ref); err != nil || ref.ExchangeID != x.ID {
+		return fmt.Errorf("approval %s does not name exchange %s", req.ID, x.ID)
+	}
+	call := handler.Call{Capability: req.Action.Name(), PayloadType: ref.PayloadType, Args: req.Action.Arguments(),
+		From: x.Sender, To: g.o.Agent, MessageID: x.MessageID, CorrelationID: x.MessageID, TraceID: ref.TraceID,
+		IdempotencyKey: ref.IdempotencyKey}
+	xctx := withTrace(ctx, ref.TraceID)
+	receipt := st.Resolution.Event
+	if x.State == exchange.PendingApproval {
+		if err := g.auditEdits(xctx, call, ref.Profile, edits); err != nil {
+			return err
+		}
+		if receipt.Resolution.Outcome != aais.OutcomeApproved {
+			g.refuse(xctx, x, call, ref.Profile, receipt)
+			return nil
+		}
+		decision, err := g.editedDecisionEnvelope(xctx, x, receipt, edits)
 		if err != nil {
 			return err
 		}
-		if st.Resolution == nil {
-			// Only this exchange's approval is swept, not every pending
-			// request of the store on every poll.
-			if !x.Deadline.IsZero() && !g.o.Now().Before(x.Deadline) {
-				if _, err := g.o.Authority.Expire(ctx, st.Request.Event.Request.ID); err != nil {
-					return err
-				}
-			}
-			continue
+		// Recorded before the exchange moves on: if the audit write
+		// fails, the exchange stays pending and the next round tries
+		// again; nothing runs with its approval unrecorded. (A crash
+		// between the two writes records the approval twice.)
+		if err := g.auditApproval(xctx, call, ref.Profile, req.ID, receipt); err != nil {
+			return err
 		}
-		req := st.Request.Event.Request
-		var ref exchangeRef
-		if err := json.Unmarshal(req.Extensions[ExchangeExtension], &ref); err != nil || ref.ExchangeID != x.ID {
-			return fmt.Errorf("approval %s does not name exchange %s", req.ID, x.ID)
+		if _, ok, err := g.o.Exchanges.Apply(xctx, x.ID, exchange.PendingApproval, exchange.Approved,
+			exchange.Change{Decision: decision, Deliveries: g.deliveries(x.Sender, decision)}); err != nil {
+			return err
+		} else if !ok {
+			return nil // another process got there first
 		}
-		call := handler.Call{Capability: req.Action.Name(), PayloadType: ref.PayloadType, Args: req.Action.Arguments(),
-			From: x.Sender, To: g.o.Agent, MessageID: x.MessageID, CorrelationID: x.MessageID, TraceID: ref.TraceID,
-			IdempotencyKey: ref.IdempotencyKey}
-		xctx := withTrace(ctx, ref.TraceID)
-		receipt := st.Resolution.Event
-		if x.State == exchange.PendingApproval {
-			if err := g.auditEdits(xctx, call, ref.Profile, edits); err != nil {
-				return err
-			}
-			if receipt.Resolution.Outcome != aais.OutcomeApproved {
-				g.refuse(xctx, x, call, ref.Profile, receipt)
-				continue
-			}
-			decision, err := g.editedDecisionEnvelope(xctx, x, receipt, edits)
-			if err != nil {
-				return err
-			}
-			// Recorded before the exchange moves on: if the audit write
-			// fails, the exchange stays pending and the next round tries
-			// again; nothing runs with its approval unrecorded. (A crash
-			// between the two writes records the approval twice.)
-			if err := g.auditApproval(xctx, call, ref.Profile, req.ID, receipt); err != nil {
-				return err
-			}
-			if _, ok, err := g.o.Exchanges.Apply(xctx, x.ID, exchange.PendingApproval, exchange.Approved,
-				exchange.Change{Decision: decision, Deliveries: g.deliveries(x.Sender, decision)}); err != nil || !ok {
-				continue // another process got there first
-			}
-		}
-		h, ok := g.o.Handlers[call.Capability]
-		if !ok {
-			// Approved, but the configuration no longer serves it.
-			now := g.o.Now()
-			reply, err := g.signError(xctx, x.Sender, x.MessageID, &arsia.Error{Code: arsia.CodeNotFound,
-				Description: "No handler serves " + call.Capability + " any more; the approved call did not run."}, now)
-			if err != nil {
-				return err
-			}
-			if _, _, err := g.o.Exchanges.Apply(xctx, x.ID, exchange.Approved, exchange.Failed,
-				exchange.Change{Reply: reply, ReplyStatus: 404, Deliveries: g.deliveries(x.Sender, reply)}); err != nil {
-				return err
-			}
-			continue
-		}
-		g.execute(xctx, x, h, call, req.ActionDigest, exchange.Approved, execMeta{Oversight: "required_before_execution", Profile: ref.Profile, ApprovalID: req.ID, Effective: ref.Effective, Waited: true,
-			Details: editDetails(edits, call)})
 	}
+	h, ok := g.o.Handlers[call.Capability]
+	if !ok {
+		// Approved, but the configuration no longer serves it.
+		now := g.o.Now()
+		reply, err := g.signError(xctx, x.Sender, x.MessageID, &arsia.Error{Code: arsia.CodeNotFound,
+			Description: "No handler serves " + call.Capability + " any more; the approved call did not run."}, now)
+		if err != nil {
+			return err
+		}
+		if _, _, err := g.o.Exchanges.Apply(xctx, x.ID, exchange.Approved, exchange.Failed,
+			exchange.Change{Reply: reply, ReplyStatus: 404, Deliveries: g.deliveries(x.Sender, reply)}); err != nil {
+			return err
+		}
+		return nil
+	}
+	g.execute(xctx, x, h, call, req.ActionDigest, exchange.Approved, execMeta{Oversight: "required_before_execution", Profile: ref.Profile, ApprovalID: req.ID, Effective: ref.Effective, Waited: true,
+		Details: editDetails(edits, call)})
 	return nil
 }
 
@@ -535,4 +566,49 @@ func (g *Gateway) abandon(ctx context.Context, x exchange.Exchange, rep Reply) {
 		exchange.Change{Reply: rep.Envelope, ReplyStatus: rep.Status, ReleaseKey: true}); err != nil {
 		g.log(ctx).ErrorContext(ctx, "ending an exchange after a failure", "exchange", x.ID, "err", err)
 	}
+}
+
+// follow reads the approval stream and moves on the exchange of every
+// approval resolved, each in its own goroutine (a slow handler does not
+// hold the others up). It returns when ctx ends or the stream fails (Run
+// then starts it again).
+func (g *Gateway) follow(ctx context.Context) error {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	return g.o.Authority.Follow(ctx, 0, false, g.o.Poll, aais.Follower{Message: func(m *aais.Message) error {
+		if m.Type != aais.TypeResolved || m.Resolution == nil {
+			return nil
+		}
+		id, ok := exchangeOfApproval(m.Resolution.RequestID)
+		if !ok {
+			return nil
+		}
+		wg.Go(func() {
+			x, err := g.o.Exchanges.Get(ctx, id)
+			if err != nil {
+				return // not the gateway's, or the store is failing (the scan retries)
+			}
+			if err := g.resumeOne(ctx, x); err != nil && ctx.Err() == nil {
+				g.log(ctx).ErrorContext(ctx, "resuming an exchange", "exchange", id, "err", err)
+			}
+		})
+		return nil
+	}})
+}
+
+// exchangeOfApproval is the exchange id an approval request id belongs
+// to: the gateway names the approval of exc_X apr_X, and an edited
+// request apr_X-eN (supersede.go).
+func exchangeOfApproval(requestID string) (string, bool) {
+	rest, ok := strings.CutPrefix(requestID, "apr_")
+	if !ok {
+		return "", false
+	}
+	if i := strings.Index(rest, "-e"); i >= 0 {
+		rest = rest[:i]
+	}
+	if rest == "" {
+		return "", false
+	}
+	return "exc_" + rest, true
 }
