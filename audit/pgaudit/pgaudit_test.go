@@ -21,26 +21,9 @@ import (
 	"github.com/custos-runtime/custos/internal/pgutil/pgtest"
 )
 
-// schemaDSN is the test DSN with custos_schema=schema (the form custos
-// serve is configured with) and the extra parameters kv (key, value, ...).
-func schemaDSN(t testing.TB, schema string, kv ...string) string {
-	t.Helper()
-	u, err := url.Parse(pgtest.DSN(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("custos_schema", schema)
-	for i := 0; i+1 < len(kv); i += 2 {
-		q.Set(kv[i], kv[i+1])
-	}
-	u.RawQuery = q.Encode()
-	return u.String()
-}
-
 func open(t testing.TB, schema string, o *pgaudit.Options, kv ...string) *pgaudit.Backend {
 	t.Helper()
-	b, err := pgaudit.Open(context.Background(), schemaDSN(t, schema, kv...), o)
+	b, err := pgaudit.Open(context.Background(), pgtest.SchemaDSN(t, schema, kv...), o)
 	if err != nil {
 		t.Fatalf("Open(%s): %v", schema, err)
 	}
@@ -371,7 +354,7 @@ func fixture(t *testing.T) (schema string, recs []audit.Record) {
 	t.Helper()
 	ctx := context.Background()
 	schema = pgtest.Schema(t)
-	b, err := pgaudit.Open(ctx, schemaDSN(t, schema), nil)
+	b, err := pgaudit.Open(ctx, pgtest.SchemaDSN(t, schema), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -659,13 +642,13 @@ func TestReopen(t *testing.T) {
 	if rec, err := audit.New(b2, nil).Append(ctx, audittest.Sample(audit.KindReceived, 2)); err != nil || rec.Seq != 2 {
 		t.Fatalf("Append after reopen: %d %v", rec.Seq, err)
 	}
-	b3, err := pgaudit.Open(ctx, schemaDSN(t, schema), &pgaudit.Options{MustExist: true})
+	b3, err := pgaudit.Open(ctx, pgtest.SchemaDSN(t, schema), &pgaudit.Options{MustExist: true})
 	if err != nil {
 		t.Fatalf("MustExist on an existing log: %v", err)
 	}
 	_ = b3.Close()
 	other := pgtest.Schema(t)
-	if _, err := pgaudit.Open(ctx, schemaDSN(t, other), &pgaudit.Options{MustExist: true}); !errors.Is(err, pgaudit.ErrNoLog) {
+	if _, err := pgaudit.Open(ctx, pgtest.SchemaDSN(t, other), &pgaudit.Options{MustExist: true}); !errors.Is(err, pgaudit.ErrNoLog) {
 		t.Fatalf("MustExist on an empty schema: %v, want ErrNoLog", err)
 	}
 	var n int
@@ -696,7 +679,7 @@ func TestNonOwnerRole(t *testing.T) {
 	for _, tb := range []string{"audit_meta", "audit_head", "audit_records", "audit_migrations"} {
 		exec(t, c, "GRANT SELECT, INSERT, UPDATE ON "+pgx.Identifier{schema, tb}.Sanitize()+" TO "+rq)
 	}
-	u, err := url.Parse(schemaDSN(t, schema))
+	u, err := url.Parse(pgtest.SchemaDSN(t, schema))
 	if err != nil {
 		t.Fatal(err)
 	}

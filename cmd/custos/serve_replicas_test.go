@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -16,19 +15,6 @@ import (
 	"github.com/custos-runtime/custos/aais"
 	"github.com/custos-runtime/custos/internal/pgutil/pgtest"
 )
-
-// pgStoreURL is the test database with custos_schema=schema.
-func pgStoreURL(t *testing.T, schema string) string {
-	t.Helper()
-	u, err := url.Parse(pgtest.DSN(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("custos_schema", schema)
-	u.RawQuery = q.Encode()
-	return u.String()
-}
 
 // startReplica runs another custos serve with g's configuration, its own
 // data directory (holding a copy of g's gateway key: replicas answer as
@@ -79,7 +65,7 @@ func startReplica(t *testing.T, g *gatewayUnderTest, dataDir, storeURL string) *
 // it; the audit log is one verifiable chain.
 func TestServeReplicasOnPostgres(t *testing.T) {
 	schema := pgtest.Schema(t)
-	storeURL := pgStoreURL(t, schema)
+	storeURL := pgtest.SchemaDSN(t, schema)
 	first := startGateway(t, filepath.Join(t.TempDir(), "data0"), nil, "store: "+storeURL+"\n")
 	replicas := []*gatewayUnderTest{first}
 	for i := 1; i < 3; i++ {

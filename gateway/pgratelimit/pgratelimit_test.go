@@ -3,7 +3,6 @@ package pgratelimit_test
 import (
 	"context"
 	"errors"
-	"net/url"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,23 +16,9 @@ import (
 	"github.com/custos-runtime/custos/store/pgstore"
 )
 
-// schemaDSN is the test DSN with custos_schema=schema, the form custos
-// serve is configured with.
-func schemaDSN(t testing.TB, schema string) string {
-	t.Helper()
-	u, err := url.Parse(pgtest.DSN(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("custos_schema", schema)
-	u.RawQuery = q.Encode()
-	return u.String()
-}
-
 func open(t testing.TB, schema string, r gateway.RateLimit, o *pgratelimit.Options) *pgratelimit.Limiter {
 	t.Helper()
-	l, err := pgratelimit.Open(context.Background(), schemaDSN(t, schema), r, o)
+	l, err := pgratelimit.Open(context.Background(), pgtest.SchemaDSN(t, schema), r, o)
 	if err != nil {
 		t.Fatalf("Open(%s): %v", schema, err)
 	}
@@ -319,7 +304,7 @@ func TestMigrationsAndStore(t *testing.T) {
 	wg.Go(func() { st, stErr = pgstore.Open(ctx, pgtest.DSN(t), &pgstore.Options{Schema: schema}) })
 	for i := range errs {
 		wg.Go(func() {
-			l, err := pgratelimit.Open(ctx, schemaDSN(t, schema), gateway.RateLimit{PerSecond: 1, Burst: 1}, nil)
+			l, err := pgratelimit.Open(ctx, pgtest.SchemaDSN(t, schema), gateway.RateLimit{PerSecond: 1, Burst: 1}, nil)
 			if err == nil {
 				_ = l.Close()
 			}
@@ -354,7 +339,7 @@ func TestMigrationsAndStore(t *testing.T) {
 	if _, err := c.Exec(ctx, "INSERT INTO "+pgx.Identifier{schema, "rate_limit_migrations"}.Sanitize()+" (version, name) VALUES ($1, 'future')", pgratelimit.SchemaVersion()+1); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pgratelimit.Open(ctx, schemaDSN(t, schema), gateway.RateLimit{}, nil); !errors.Is(err, pgratelimit.ErrSchemaTooNew) {
+	if _, err := pgratelimit.Open(ctx, pgtest.SchemaDSN(t, schema), gateway.RateLimit{}, nil); !errors.Is(err, pgratelimit.ErrSchemaTooNew) {
 		t.Fatalf("newer schema: %v", err)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"sync"
 	"testing"
 	"time"
@@ -18,23 +17,9 @@ import (
 	"github.com/custos-runtime/custos/store/pgstore"
 )
 
-// schemaDSN is the test DSN with custos_schema=schema, the form
-// custos serve is configured with.
-func schemaDSN(t testing.TB, schema string) string {
-	t.Helper()
-	u, err := url.Parse(pgtest.DSN(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("custos_schema", schema)
-	u.RawQuery = q.Encode()
-	return u.String()
-}
-
 func open(t testing.TB, schema string, o *pgreplay.Options) *pgreplay.Set {
 	t.Helper()
-	s, err := pgreplay.Open(context.Background(), schemaDSN(t, schema), o)
+	s, err := pgreplay.Open(context.Background(), pgtest.SchemaDSN(t, schema), o)
 	if err != nil {
 		t.Fatalf("Open(%s): %v", schema, err)
 	}
@@ -234,7 +219,7 @@ func TestMigrations(t *testing.T) {
 	errs := make([]error, 4)
 	for i := range errs {
 		wg.Go(func() {
-			s, err := pgreplay.Open(t.Context(), schemaDSN(t, schema), nil)
+			s, err := pgreplay.Open(t.Context(), pgtest.SchemaDSN(t, schema), nil)
 			if err == nil {
 				_ = s.Close()
 			}
@@ -254,7 +239,7 @@ func TestMigrations(t *testing.T) {
 	if _, err := c.Exec(t.Context(), "INSERT INTO "+pgx.Identifier{schema, "dpop_replay_migrations"}.Sanitize()+" (version, name) VALUES ($1, 'future')", pgreplay.SchemaVersion()+1); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pgreplay.Open(t.Context(), schemaDSN(t, schema), nil); !errors.Is(err, pgreplay.ErrSchemaTooNew) {
+	if _, err := pgreplay.Open(t.Context(), pgtest.SchemaDSN(t, schema), nil); !errors.Is(err, pgreplay.ErrSchemaTooNew) {
 		t.Fatalf("newer schema: %v", err)
 	}
 }
@@ -272,7 +257,7 @@ func TestBesideStore(t *testing.T) {
 	var stErr, setErr error
 	wg.Go(func() { st, stErr = pgstore.Open(ctx, pgtest.DSN(t), &pgstore.Options{Schema: schema}) })
 	wg.Go(func() {
-		s, err := pgreplay.Open(ctx, schemaDSN(t, schema), nil)
+		s, err := pgreplay.Open(ctx, pgtest.SchemaDSN(t, schema), nil)
 		if err == nil {
 			_ = s.Close()
 		}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"net/url"
 	"os"
 	"testing"
 	"time"
@@ -51,4 +52,21 @@ func Schema(t testing.TB) string {
 		}
 	})
 	return name
+}
+
+// SchemaDSN is the test database's URL with custos_schema=schema and any
+// further query parameters given as key, value pairs.
+func SchemaDSN(t testing.TB, schema string, kv ...string) string {
+	t.Helper()
+	u, err := url.Parse(DSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("custos_schema", schema)
+	for i := 0; i+1 < len(kv); i += 2 {
+		q.Set(kv[i], kv[i+1])
+	}
+	u.RawQuery = q.Encode()
+	return u.String()
 }
