@@ -140,18 +140,10 @@ var migrationFS embed.FS
 // its own version count in a schema it may share with other stores.
 const migrationsTable = "audit_migrations"
 
-func loadMigrations() ([]migrations.Migration, error) {
-	return migrations.Load(migrationFS, "migrations")
-}
+var schemaMigrations = pgutil.Migrations{FS: migrationFS, Dir: "migrations"}
 
 // SchemaVersion is the schema version this build creates and reads.
-func SchemaVersion() int {
-	ms, err := loadMigrations()
-	if err != nil {
-		return 0
-	}
-	return len(ms)
-}
+func SchemaVersion() int { return schemaMigrations.Version() }
 
 // Open connects to the database dsn names (a postgres:// URL, whose
 // custos_schema parameter names the schema as for store.Parse, or a
@@ -166,24 +158,11 @@ func Open(ctx context.Context, dsn string, o *Options) (*Backend, error) {
 	if o != nil {
 		oo = *o
 	}
-	dsn, dsnSchema, err := pgutil.SplitDSN(dsn)
-	if err != nil {
-		return nil, err
-	}
-	if oo.Schema == "" {
-		oo.Schema = dsnSchema
-	}
-	if oo.Schema == "" {
-		oo.Schema = DefaultSchema
-	}
-	cfg, err := pgutil.PoolConfig(dsn, oo.Schema, ApplicationName, oo.MaxConns, DefaultMaxConns)
+	pool, schema, err := pgutil.OpenPool(ctx, dsn, oo.Schema, DefaultSchema, ApplicationName, oo.MaxConns, DefaultMaxConns)
 	if err != nil {
 		return nil, fmt.Errorf("pgaudit: %w", err)
 	}
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("pgaudit: %w", err)
-	}
+	oo.Schema = schema
 	b, err := New(ctx, pool, &oo)
 	if err != nil {
 		pool.Close()
@@ -246,7 +225,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, o *Options) (*Backend, error) 
 }
 
 func (b *Backend) migrate(ctx context.Context) error {
-	ms, err := loadMigrations()
+	ms, err := schemaMigrations.Load()
 	if err != nil {
 		return err
 	}

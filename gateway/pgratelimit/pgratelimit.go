@@ -163,29 +163,12 @@ func Open(ctx context.Context, dsn string, rate gateway.RateLimit, o *Options) (
 	if o == nil {
 		o = &Options{}
 	}
-	dsn, dsnSchema, err := pgutil.SplitDSN(dsn)
-	if err != nil {
-		return nil, err
-	}
 	oo := *o
-	if oo.Schema == "" {
-		oo.Schema = dsnSchema
-	}
-	schema := oo.Schema
-	if schema == "" {
-		schema = DefaultSchema
-	}
-	cfg, err := pgutil.PoolConfig(dsn, schema, ApplicationName, o.MaxConns, DefaultMaxConns)
+	pool, schema, err := pgutil.OpenPool(ctx, dsn, oo.Schema, DefaultSchema, ApplicationName, o.MaxConns, DefaultMaxConns)
 	if err != nil {
 		return nil, fmt.Errorf("pgratelimit: %w", err)
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("pgratelimit: %w", err)
-	}
+	oo.Schema = schema
 	l, err := New(ctx, pool, rate, &oo)
 	if err != nil {
 		pool.Close()

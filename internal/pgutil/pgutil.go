@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"net/url"
 	"strings"
@@ -339,4 +340,52 @@ func SplitDSN(dsn string) (string, string, error) {
 	q.Del("custos_schema")
 	u.RawQuery = q.Encode()
 	return u.String(), schema, nil
+}
+
+// OpenPool opens a pool on the database dsn names for a store kept in a
+// schema: schema when not empty, else the DSN's custos_schema parameter,
+// else defaultSchema; it returns the pool and the schema chosen. The pool
+// is configured as PoolConfig says.
+func OpenPool(ctx context.Context, dsn, schema, defaultSchema, applicationName string, maxConns, defaultMaxConns int32) (*pgxpool.Pool, string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, "", err
+	}
+	dsn, dsnSchema, err := SplitDSN(dsn)
+	if err != nil {
+		return nil, "", err
+	}
+	if schema == "" {
+		schema = dsnSchema
+	}
+	if schema == "" {
+		schema = defaultSchema
+	}
+	cfg, err := PoolConfig(dsn, schema, applicationName, maxConns, defaultMaxConns)
+	if err != nil {
+		return nil, "", err
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, "", err
+	}
+	return pool, schema, nil
+}
+
+// Migrations are the embedded NNNN_name.sql files of one store.
+type Migrations struct {
+	FS  fs.FS
+	Dir string
+}
+
+// Load reads them (package internal/migrations).
+func (m Migrations) Load() ([]migrations.Migration, error) { return migrations.Load(m.FS, m.Dir) }
+
+// Version is how many there are: the schema version a build creates and
+// reads (0 when they cannot be read, which tests catch).
+func (m Migrations) Version() int {
+	ms, err := m.Load()
+	if err != nil {
+		return 0
+	}
+	return len(ms)
 }

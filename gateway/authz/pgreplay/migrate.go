@@ -7,7 +7,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/custos-runtime/custos/internal/migrations"
 	"github.com/custos-runtime/custos/internal/pgutil"
 )
 
@@ -29,24 +28,16 @@ const MigrationLockKey = pgutil.MigrationLockKey
 // ErrSchemaTooNew: the replay table was migrated by a newer build.
 var ErrSchemaTooNew = errors.New("pgreplay: schema is newer than this build")
 
-func loadMigrations() ([]migrations.Migration, error) {
-	return migrations.Load(migrationFS, "migrations")
-}
+var schemaMigrations = pgutil.Migrations{FS: migrationFS, Dir: "migrations"}
 
 // SchemaVersion is the version of the replay table this build creates
 // and uses.
-func SchemaVersion() int {
-	ms, err := loadMigrations()
-	if err != nil {
-		return 0
-	}
-	return len(ms)
-}
+func SchemaVersion() int { return schemaMigrations.Version() }
 
 // migrate creates schema when missing and applies the migrations it lacks
 // (pgutil.Migrate, under the advisory lock every custos store takes).
 func migrate(ctx context.Context, pool *pgxpool.Pool, schema string) error {
-	ms, err := loadMigrations()
+	ms, err := schemaMigrations.Load()
 	if err != nil {
 		return err
 	}

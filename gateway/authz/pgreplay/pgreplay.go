@@ -181,29 +181,12 @@ func Open(ctx context.Context, dsn string, o *Options) (*Set, error) {
 	if o == nil {
 		o = &Options{}
 	}
-	dsn, dsnSchema, err := pgutil.SplitDSN(dsn)
-	if err != nil {
-		return nil, err
-	}
 	oo := *o
-	if oo.Schema == "" {
-		oo.Schema = dsnSchema
-	}
-	schema := oo.Schema
-	if schema == "" {
-		schema = DefaultSchema
-	}
-	cfg, err := pgutil.PoolConfig(dsn, schema, ApplicationName, o.MaxConns, DefaultMaxConns)
+	pool, schema, err := pgutil.OpenPool(ctx, dsn, oo.Schema, DefaultSchema, ApplicationName, o.MaxConns, DefaultMaxConns)
 	if err != nil {
 		return nil, fmt.Errorf("pgreplay: %w", err)
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("pgreplay: %w", err)
-	}
+	oo.Schema = schema
 	s, err := New(ctx, pool, &oo)
 	if err != nil {
 		pool.Close()

@@ -19,7 +19,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/custos-runtime/custos/gateway/exchange"
-	"github.com/custos-runtime/custos/internal/migrations"
 	"github.com/custos-runtime/custos/internal/pgutil"
 )
 
@@ -92,18 +91,10 @@ var _ exchange.Backend = (*Store)(nil)
 //go:embed migrations/*.sql
 var migrationFS embed.FS
 
-func loadMigrations() ([]migrations.Migration, error) {
-	return migrations.Load(migrationFS, "migrations")
-}
+var schemaMigrations = pgutil.Migrations{FS: migrationFS, Dir: "migrations"}
 
 // SchemaVersion is the schema version this build creates and reads.
-func SchemaVersion() int {
-	ms, err := loadMigrations()
-	if err != nil {
-		return 0
-	}
-	return len(ms)
-}
+func SchemaVersion() int { return schemaMigrations.Version() }
 
 // Open connects to the PostgreSQL database dsn names (a postgres:// URL or
 // a key=value string, as pgx reads it; without store.Parse's
@@ -147,7 +138,7 @@ func Open(ctx context.Context, dsn string, o *Options) (*Store, error) {
 		}
 		return nil
 	}}
-	ms, err := loadMigrations()
+	ms, err := schemaMigrations.Load()
 	if err == nil {
 		err = s.runner.Write(ctx, func(ctx context.Context, tx pgx.Tx) error {
 			return pgutil.Migrate(ctx, tx, pgutil.Schema{Name: s.schema, Table: MigrationsTable,
