@@ -807,6 +807,8 @@ const reviewHelp = `Commands:
   show N                             what request N would run, its choices, whether you may decide
   approve N [once|session|persistent] [-- JUSTIFICATION]
   deny N [-- JUSTIFICATION]          decide (without "-- ...", the justification is asked for)
+  edit N [-- JUSTIFICATION]          propose corrected arguments (one line of JSON, asked for);
+                                     the edited request needs its own decision
   history                            the latest resolutions
   rules                              remembered approvals
   revoke RULE_ID                     revoke a remembered approval
@@ -832,6 +834,8 @@ func (r *reviewer) command(ctx context.Context, line string, lines <-chan string
 		r.decide(ctx, aais.Approve, rest, lines)
 	case "deny", "d":
 		r.decide(ctx, aais.Deny, rest, lines)
+	case "edit", "e":
+		r.edit(ctx, rest, lines)
 	case "history":
 		r.history(ctx)
 	case "rules":
@@ -1309,4 +1313,70 @@ func (r *reviewer) revoke(ctx context.Context, args string) {
 		return
 	}
 	r.say("Revoked rule %s: it approves nothing more.\n", visible(ans.Rule.ID))
+}
+
+// edit proposes corrected arguments for a pending request: the server
+// supersedes it with a new request carrying them, which needs its own
+// decision (by someone else when the profile separates duties).
+func (r *reviewer) edit(ctx context.Context, args string, lines <-chan string) {
+	head, just, given := splitJustification(args)
+	f := strings.Fields(head)
+	if len(f) != 1 {
+		r.say("Usage: edit N [-- justification]\n")
+		return
+	}
+	req, n, ok := r.lookup(f[0])
+	if !ok {
+		return
+	}
+	r.say("Current arguments of #%d: %s\nNew arguments, one line of JSON (Enter to cancel): ", n, visible(oneLine(string(req.Action.Arguments()), 400)))
+	line, ok := nextLine(ctx, lines)
+	if !r.prompt {
+		r.say("\n")
+	}
+	line = strings.TrimSpace(line)
+	if !ok || line == "" {
+		r.say("Nothing was sent.\n")
+		return
+	}
+	var edited map[string]any
+	if err := json.Unmarshal([]byte(line), &edited); err != nil || edited == nil {
+		r.say("The arguments must be one JSON object; nothing was sent.\n")
+		return
+	}
+	if !given {
+		r.say("Justification for the edit (optional; Enter for none): ")
+		if l, ok := nextLine(ctx, lines); ok {
+			just = strings.TrimSpace(l)
+		}
+		if !r.prompt {
+			r.say("\n")
+		}
+	}
+	body, err := json.Marshal(map[string]any{"arguments": json.RawMessage(line), "justification": just})
+	if err != nil {
+		r.say("Could not build the edit: %v\n", err)
+		return
+	}
+	status, _, data, err := r.c.do(ctx, http.MethodPost, "/approvals/"+url.PathEscape(req.ID)+"/edits", body)
+	if err != nil {
+		r.say("The edit of #%d was not delivered: %v\n", n, err)
+		return
+	}
+	if status != http.StatusCreated {
+		r.say("%s\n", r.paint("31", "Refused: "+visible(problemError(status, data).Error())))
+		return
+	}
+	var ans struct {
+		Created json.RawMessage `json:"created"`
+	}
+	var m *aais.Message
+	if err = json.Unmarshal(data, &ans); err == nil {
+		m, err = aais.Parse(ans.Created)
+	}
+	if err != nil || m.Type != aais.TypeRequested {
+		r.say("Edited, but the answer is unexpected: %s\n", visible(oneLine(string(data), 200)))
+		return
+	}
+	r.say("#%d is superseded by %s with the edited arguments; it needs its own decision.\n", n, visible(m.Request.ID))
 }

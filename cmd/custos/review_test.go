@@ -434,3 +434,34 @@ func TestReviewVisible(t *testing.T) {
 		}
 	}
 }
+
+// edit proposes corrected arguments: the original is superseded, the new
+// request (with the edited arguments) is pending and needs its own
+// decision; malformed JSON sends nothing.
+func TestReviewEdit(t *testing.T) {
+	rs := newReviewServer(t)
+	rs.submit(t, "1", "")
+	s := startReview(t, rs.url, aliceToken)
+	expect(t, s.out, 0, "1 pending:")
+	mark := s.send(t, "edit 1 -- wrong file")
+	expect(t, s.out, mark, "New arguments")
+	mark = s.send(t, "not json")
+	expect(t, s.out, mark, "must be one JSON object; nothing was sent")
+	mark = s.send(t, "edit 1 -- wrong file")
+	expect(t, s.out, mark, "New arguments")
+	mark = s.send(t, `{"command":"node --check fixed.js","flags":["--strict"]}`)
+	out := expect(t, s.out, mark, "needs its own decision")
+	if !strings.Contains(out, "superseded by apr_1-e1") {
+		t.Fatalf("edit:\n%s", out)
+	}
+	st, err := rs.auth.State(context.Background(), "apr_1-e1")
+	if err != nil || st.Resolution != nil || !strings.Contains(string(st.Request.Event.Request.Action.Arguments()), "fixed.js") {
+		t.Fatalf("the edited request: %+v %v", st, err)
+	}
+	if orig, err := rs.auth.State(context.Background(), "apr_1"); err != nil || orig.Resolution == nil || orig.Resolution.Event.Resolution.Outcome != aais.OutcomeCancelled {
+		t.Fatalf("the original after the edit: %+v %v", orig, err)
+	}
+	if code := s.quit(t); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+}
