@@ -151,7 +151,7 @@ func serve(ctx context.Context, cfg config.Config, out, errOut io.Writer) error 
 	if err != nil {
 		return err
 	}
-	authorizer, err := newAuthorizer(cfg, state.replay)
+	authorizer, err := newAuthorizer(cfg, state.replay, logger)
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"log/slog"
 
 	"github.com/custos-runtime/custos/arsia/sig"
 	"github.com/custos-runtime/custos/gateway"
@@ -13,7 +14,7 @@ import (
 // configuration asks for none). cfg has been checked.
 // replay, when not nil, is the shared DPoP replay set (replicas on
 // PostgreSQL); nil keeps one in memory.
-func newAuthorizer(cfg config.Config, replay authz.ReplaySet) (gateway.Authorizer, error) {
+func newAuthorizer(cfg config.Config, replay authz.ReplaySet, logger *slog.Logger) (gateway.Authorizer, error) {
 	t := cfg.Tokens
 	mode, err := authz.ParseMode(t.Mode)
 	if err != nil {
@@ -23,7 +24,7 @@ func newAuthorizer(cfg config.Config, replay authz.ReplaySet) (gateway.Authorize
 		return nil, nil // an untyped nil: the gateway checks no token
 	}
 	c := authz.Config{Mode: mode, MaxLifetime: t.MaxLifetime, ClockSkew: t.ClockSkew,
-		ReplayWindow: t.ReplayWindow, ReplayCapacity: t.ReplayCapacity, Replay: replay}
+		ReplayWindow: t.ReplayWindow, ReplayCapacity: t.ReplayCapacity, Replay: replay, Logger: logger}
 	for i, is := range t.Issuers {
 		var keys sig.KeySource
 		if is.JWKSURL != "" {

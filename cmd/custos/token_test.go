@@ -39,7 +39,7 @@ func TestTokenIssueAndDPoP(t *testing.T) {
 	if err := cfg.Check(); err != nil {
 		t.Fatal(err)
 	}
-	az, err := newAuthorizer(cfg, nil)
+	az, err := newAuthorizer(cfg, nil, nil)
 	if err != nil || az == nil {
 		t.Fatalf("newAuthorizer = %v, %v", az, err)
 	}
@@ -124,7 +124,7 @@ func TestNewAuthorizerOff(t *testing.T) {
 	if err := cfg.Check(); err != nil {
 		t.Fatal(err)
 	}
-	az, err := newAuthorizer(cfg, nil)
+	az, err := newAuthorizer(cfg, nil, nil)
 	if err != nil || az != nil {
 		t.Fatalf("newAuthorizer(off, nil) = %#v, %v", az, err)
 	}
@@ -132,7 +132,7 @@ func TestNewAuthorizerOff(t *testing.T) {
 	if err := cfg.Check(); err != nil {
 		t.Fatal(err)
 	}
-	if az, err := newAuthorizer(cfg, nil); err != nil || az == nil {
+	if az, err := newAuthorizer(cfg, nil, nil); err != nil || az == nil {
 		t.Fatalf("newAuthorizer(any, nil) = %v, %v", az, err)
 	}
 }

@@ -276,12 +276,21 @@ func Migrate(ctx context.Context, tx pgx.Tx, sc Schema) error {
 	// Every name is qualified here, whatever search_path the server
 	// settled on.
 	table := pgx.Identifier{sc.Name, sc.Table}.Sanitize()
-	if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+table+` (
-		version    integer     PRIMARY KEY,
-		name       text        NOT NULL,
-		applied_at timestamptz NOT NULL DEFAULT now()
-	)`); err != nil {
+	// Created only when missing: CREATE TABLE IF NOT EXISTS would need the
+	// CREATE privilege on the schema even then, and a role that may only
+	// read and write the tables must still be able to open the store.
+	var present bool
+	if err := tx.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", table).Scan(&present); err != nil {
 		return err
+	}
+	if !present {
+		if _, err := tx.Exec(ctx, `CREATE TABLE `+table+` (
+			version    integer     PRIMARY KEY,
+			name       text        NOT NULL,
+			applied_at timestamptz NOT NULL DEFAULT now()
+		)`); err != nil {
+			return err
+		}
 	}
 	var current, n int
 	if err := tx.QueryRow(ctx, "SELECT coalesce(max(version), 0), count(*) FROM "+table).Scan(&current, &n); err != nil {
