@@ -237,12 +237,12 @@ const columns = `id, sender, message_id, correlation_id, capability, approval_id
 	state, reply, reply_status, claimed_by, created_at, updated_at, deadline, decision, trace_id`
 
 const (
-	qByID     = "SELECT " + columns + " FROM exchanges WHERE id = ?"
-	qByKey    = "SELECT " + columns + " FROM exchanges WHERE sender = ? AND message_id = ?"
-	qIDExists = "SELECT count(*) FROM exchanges WHERE id = ?"
-	qInsert   = `INSERT INTO exchanges (id, sender, message_id, correlation_id, capability, approval_id,
+	qByID   = "SELECT " + columns + " FROM exchanges WHERE id = ?"
+	qByKey  = "SELECT " + columns + " FROM exchanges WHERE sender = ? AND message_id = ?"
+	qInsert = `INSERT INTO exchanges (id, sender, message_id, correlation_id, capability, approval_id,
 		action_digest, state, reply, reply_status, claimed_by, created_at, updated_at, deadline, trace_id)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, 0, ?, ?, ?, ?, ?)`
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, 0, ?, ?, ?, ?, ?)
+		ON CONFLICT (id) DO NOTHING`
 	qUpdate = `UPDATE exchanges SET state = ?, reply = ?, reply_status = ?, approval_id = ?,
 		action_digest = ?, deadline = ?, claimed_by = ?, updated_at = ?, decision = ?
 		WHERE id = ? AND state = ?`
@@ -254,7 +254,7 @@ const (
 		fingerprint = excluded.fingerprint, exchange_id = excluded.exchange_id, expires_at = excluded.expires_at`
 )
 
-var hotQueries = []string{qByID, qByKey, qIDExists, qInsert, qUpdate, qIdemGet, qIdemPut}
+var hotQueries = []string{qByID, qByKey, qInsert, qUpdate, qIdemGet, qIdemPut}
 
 // Limits on the length of what identifies an exchange: ids, and the other
 // text an exchange records.
@@ -424,22 +424,23 @@ func (s *Store) Create(ctx context.Context, x Exchange) (stored Exchange, create
 				return err
 			}
 		}
-		var n int
-		if err := tx.QueryRowContext(ctx, qIDExists, id).Scan(&n); err != nil {
-			return err
-		}
-		if n != 0 {
-			return fmt.Errorf("%w: id %s is in use", ErrConflict, id)
-		}
 		now := s.now().UTC()
 		state, claimedBy := Received, ""
 		if x.State == Executing {
 			state, claimedBy = Executing, s.instance
 		}
-		if _, err := tx.ExecContext(ctx, qInsert, id, x.Sender, x.MessageID, x.CorrelationID,
+		// The (sender, message id) key was just looked up under the write
+		// lock; only the id can clash.
+		res, err := tx.ExecContext(ctx, qInsert, id, x.Sender, x.MessageID, x.CorrelationID,
 			x.Capability, x.ApprovalID, x.ActionDigest, string(state), claimedBy,
-			now.UnixNano(), now.UnixNano(), toNanos(x.Deadline), x.TraceID); err != nil {
+			now.UnixNano(), now.UnixNano(), toNanos(x.Deadline), x.TraceID)
+		if err != nil {
 			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n != 1 {
+			return fmt.Errorf("%w: id %s is in use", ErrConflict, id)
 		}
 		if k := x.Idempotency; k != nil {
 			if _, err := tx.ExecContext(ctx, qIdemPut, k.From, k.To, k.PayloadType, k.Key, k.Fingerprint,
@@ -447,9 +448,13 @@ func (s *Store) Create(ctx context.Context, x Exchange) (stored Exchange, create
 				return err
 			}
 		}
-		stored, err = getTx(ctx, tx, id)
-		created = err == nil
-		return err
+		// What was written, as scan would read it back.
+		stored = Exchange{ID: id, Sender: x.Sender, MessageID: x.MessageID, CorrelationID: x.CorrelationID,
+			Capability: x.Capability, ApprovalID: x.ApprovalID, ActionDigest: x.ActionDigest, State: state,
+			ClaimedBy: claimedBy, CreatedAt: fromNanos(now.UnixNano()), UpdatedAt: fromNanos(now.UnixNano()),
+			Deadline: fromNanos(toNanos(x.Deadline)), TraceID: x.TraceID}
+		created = true
+		return nil
 	})
 	if err != nil {
 		return Exchange{}, false, wrap(err)
@@ -664,9 +669,12 @@ func (s *Store) change(ctx context.Context, id string, from []State, to State, c
 		if err := s.queue(ctx, tx, next, c); err != nil {
 			return err
 		}
-		out, err = getTx(ctx, tx, id)
-		ok = err == nil
-		return err
+		// What was written, as scan would read it back.
+		next.UpdatedAt = fromNanos(next.UpdatedAt.UnixNano())
+		next.Idempotency = nil
+		next.Reply, next.Decision = cloneRaw(next.Reply), cloneRaw(next.Decision)
+		out, ok = next, true
+		return nil
 	})
 	if err != nil {
 		return Exchange{}, false, wrap(err)
@@ -776,4 +784,13 @@ func nullBytes(b json.RawMessage) any {
 		return nil
 	}
 	return []byte(b)
+}
+
+// cloneRaw copies b (nil stays nil), so that what a Store returns shares
+// nothing with what its caller passed in.
+func cloneRaw(b json.RawMessage) json.RawMessage {
+	if b == nil {
+		return nil
+	}
+	return append(json.RawMessage(nil), b...)
 }
