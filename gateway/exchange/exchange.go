@@ -750,14 +750,8 @@ func (s *Store) Waiting(ctx context.Context, states ...State) ([]Exchange, error
 			return err
 		}
 		defer rows.Close()
-		for rows.Next() {
-			x, err := scan(rows)
-			if err != nil {
-				return err
-			}
-			out = append(out, x)
-		}
-		return rows.Err()
+		out, err = CollectRows(rows, func() (Exchange, error) { return scan(rows) })
+		return err
 	})
 	if err != nil {
 		return nil, wrap(err)
@@ -793,4 +787,24 @@ func cloneRaw(b json.RawMessage) json.RawMessage {
 		return nil
 	}
 	return append(json.RawMessage(nil), b...)
+}
+
+// Rows is what CollectRows reads: database/sql's and pgx's result sets.
+type Rows interface {
+	Next() bool
+	Err() error
+}
+
+// CollectRows reads every row of rows with scan, for the stores' list
+// queries.
+func CollectRows[T any](rows Rows, scan func() (T, error)) ([]T, error) {
+	var out []T
+	for rows.Next() {
+		v, err := scan()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
 }

@@ -269,14 +269,8 @@ func (s *Store) Reviews(ctx context.Context, f ReviewFilter) ([]Review, error) {
 			return err
 		}
 		defer rows.Close()
-		for rows.Next() {
-			r, err := scanReview(rows)
-			if err != nil {
-				return err
-			}
-			out = append(out, r)
-		}
-		return rows.Err()
+		out, err = CollectRows(rows, func() (Review, error) { return scanReview(rows) })
+		return err
 	})
 	return out, wrap(err)
 }

@@ -569,14 +569,8 @@ func (s *Store) Waiting(ctx context.Context, states ...exchange.State) ([]exchan
 			return err
 		}
 		defer rows.Close()
-		for rows.Next() {
-			x, err := scan(rows)
-			if err != nil {
-				return err
-			}
-			out = append(out, x)
-		}
-		return rows.Err()
+		out, err = exchange.CollectRows(rows, func() (exchange.Exchange, error) { return scan(rows) })
+		return err
 	})
 	if err != nil {
 		return nil, wrap(err)
@@ -665,14 +659,8 @@ func (s *Store) Reviews(ctx context.Context, f exchange.ReviewFilter) ([]exchang
 			return err
 		}
 		defer rows.Close()
-		for rows.Next() {
-			r, err := scanReview(rows)
-			if err != nil {
-				return err
-			}
-			out = append(out, r)
-		}
-		return rows.Err()
+		out, err = exchange.CollectRows(rows, func() (exchange.Review, error) { return scanReview(rows) })
+		return err
 	})
 	return out, wrap(err)
 }
