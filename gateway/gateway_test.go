@@ -1,42 +1,22 @@
 package gateway
 
 import (
-	"crypto/ed25519"
-	"crypto/rand"
 	"encoding/json"
-	"path/filepath"
 	"testing"
 
 	"github.com/go-jose/go-jose/v4"
 
-	"github.com/custos-runtime/custos/aais"
 	"github.com/custos-runtime/custos/arsia"
 	"github.com/custos-runtime/custos/arsia/sig"
 	"github.com/custos-runtime/custos/audit"
 	"github.com/custos-runtime/custos/gateway/exchange"
-	"github.com/custos-runtime/custos/store/memstore"
+	"github.com/custos-runtime/custos/gateway/gatewaytest"
 )
 
 func newTestGateway(t *testing.T) (*Gateway, *exchange.Store, *audit.Log) {
 	t.Helper()
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	signer, err := sig.NewEd25519Signer(priv.Seed())
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := aais.NewAuthority(memstore.New(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	xs, err := exchange.Open(t.Context(), filepath.Join(t.TempDir(), "x.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = xs.Close() })
-	log := audit.New(audit.NewMemory(), nil)
+	signer, _ := gatewaytest.Signer(t)
+	a, xs, log := gatewaytest.State(t)
 	g, err := New(Options{Agent: "agent:acme.gateway", Signer: signer, KID: "agent:acme.gateway#k",
 		Keys: sig.NewStaticJWKS(jose.JSONWebKeySet{}), Authority: a, Exchanges: xs, Audit: log})
 	if err != nil {

@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"log/slog"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -14,16 +13,13 @@ import (
 
 	"github.com/go-jose/go-jose/v4"
 
-	"github.com/custos-runtime/custos/aais"
 	"github.com/custos-runtime/custos/arsia"
 	"github.com/custos-runtime/custos/arsia/auth"
 	"github.com/custos-runtime/custos/arsia/sig"
-	"github.com/custos-runtime/custos/audit"
 	"github.com/custos-runtime/custos/gateway"
 	"github.com/custos-runtime/custos/gateway/authz"
-	"github.com/custos-runtime/custos/gateway/exchange"
+	"github.com/custos-runtime/custos/gateway/gatewaytest"
 	"github.com/custos-runtime/custos/gateway/handler"
-	"github.com/custos-runtime/custos/store/memstore"
 )
 
 const (
@@ -73,15 +69,7 @@ func newRig(t *testing.T) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	authority, err := aais.NewAuthority(memstore.New(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	xs, err := exchange.Open(t.Context(), filepath.Join(t.TempDir(), "x.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = xs.Close() })
+	authority, xs, auditLog := gatewaytest.State(t)
 	az, err := authz.New(authz.Config{
 		Mode: authz.ModeAny,
 		Issuers: []authz.Issuer{{Issuer: issuerID, Keys: auth.NewStaticKeys(jose.JSONWebKeySet{
@@ -99,7 +87,7 @@ func newRig(t *testing.T) *rig {
 		Grants:     map[string][]string{agentID: {"demo.*"}},
 		Handlers:   map[string]handler.Handler{"demo.echo": echo},
 		Authorizer: az,
-		Authority:  authority, Exchanges: xs, Audit: audit.New(audit.NewMemory(), nil),
+		Authority:  authority, Exchanges: xs, Audit: auditLog,
 		Logger: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {

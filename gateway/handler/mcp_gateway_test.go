@@ -3,11 +3,9 @@ package handler_test
 import (
 	"context"
 	"crypto/ed25519"
-	"crypto/rand"
 	"encoding/json"
 	"io"
 	"log/slog"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -20,8 +18,8 @@ import (
 	"github.com/custos-runtime/custos/audit"
 	"github.com/custos-runtime/custos/gateway"
 	"github.com/custos-runtime/custos/gateway/exchange"
+	"github.com/custos-runtime/custos/gateway/gatewaytest"
 	"github.com/custos-runtime/custos/gateway/handler"
-	"github.com/custos-runtime/custos/store/memstore"
 )
 
 const (
@@ -46,36 +44,20 @@ func newMCPRig(t *testing.T) (*mcpRig, func() int64) {
 	t.Helper()
 	h, runs, _ := inMemoryMCP(t, func(c *handler.MCPConfig) { c.Tools = []string{"add"} })
 	r := &mcpRig{h: h, kid: e2eSender + "#key-1"}
-	pub, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.signer, err = sig.NewEd25519Signer(priv.Seed()); err != nil {
-		t.Fatal(err)
-	}
-	senders := sig.NewStaticJWKS(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: pub, KeyID: r.kid, Algorithm: "EdDSA", Use: "sig"}}})
-	gwPub, gwPriv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gwSigner, err := sig.NewEd25519Signer(gwPriv.Seed())
-	if err != nil {
-		t.Fatal(err)
-	}
+	var priv ed25519.PrivateKey
+	r.signer, priv = gatewaytest.Signer(t)
+	senders := sig.NewStaticJWKS(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: priv.Public(), KeyID: r.kid, Algorithm: "EdDSA", Use: "sig"}}})
+	gwSigner, gwPriv := gatewaytest.Signer(t)
 	gwKID := e2eGateway + "#gw-1"
-	r.gwKeys = sig.NewStaticJWKS(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: gwPub, KeyID: gwKID, Algorithm: "EdDSA", Use: "sig"}}})
-	if r.auth, err = aais.NewAuthority(memstore.New(), nil); err != nil {
-		t.Fatal(err)
-	}
-	if r.xs, err = exchange.Open(t.Context(), filepath.Join(t.TempDir(), "x.db"), nil); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = r.xs.Close() })
+	r.gwKeys = sig.NewStaticJWKS(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: gwPriv.Public(), KeyID: gwKID, Algorithm: "EdDSA", Use: "sig"}}})
+	var auditLog *audit.Log
+	r.auth, r.xs, auditLog = gatewaytest.State(t)
+	var err error
 	r.g, err = gateway.New(gateway.Options{
 		Agent: e2eGateway, Signer: gwSigner, KID: gwKID, Keys: senders,
 		Grants:    map[string][]string{e2eSender: {e2eCap}},
 		Handlers:  map[string]handler.Handler{e2eCap: h},
-		Authority: r.auth, Exchanges: r.xs, Audit: audit.New(audit.NewMemory(), nil),
+		Authority: r.auth, Exchanges: r.xs, Audit: auditLog,
 		Poll: 20 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {

@@ -1,21 +1,14 @@
 package trust_test
 
 import (
-	"crypto/ed25519"
-	"crypto/rand"
 	"encoding/json"
-	"path/filepath"
 	"testing"
 
-	"github.com/custos-runtime/custos/aais"
 	"github.com/custos-runtime/custos/arsia/identity"
-	"github.com/custos-runtime/custos/arsia/sig"
-	"github.com/custos-runtime/custos/audit"
 	"github.com/custos-runtime/custos/gateway"
-	"github.com/custos-runtime/custos/gateway/exchange"
+	"github.com/custos-runtime/custos/gateway/gatewaytest"
 	"github.com/custos-runtime/custos/gateway/handler"
 	"github.com/custos-runtime/custos/gateway/trust"
-	"github.com/custos-runtime/custos/store/memstore"
 )
 
 // A real gateway with the Store as its keys and trust policy: a discovered
@@ -42,29 +35,14 @@ func TestGatewayEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	signer, err := sig.NewEd25519Signer(priv.Seed())
-	if err != nil {
-		t.Fatal(err)
-	}
-	authority, err := aais.NewAuthority(memstore.New(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	xs, err := exchange.Open(t.Context(), filepath.Join(t.TempDir(), "x.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = xs.Close() })
+	signer, _ := gatewaytest.Signer(t)
+	authority, xs, auditLog := gatewaytest.State(t)
 	g, err := gateway.New(gateway.Options{
 		Agent: gw, Signer: signer, KID: gw + "#k",
 		Keys: store.GatewayKeys(), Trust: store,
 		Grants:    map[string][]string{billing: {"demo.*"}, advisor: {"demo.*"}},
 		Handlers:  map[string]handler.Handler{"demo.echo": handler.NewEcho()},
-		Authority: authority, Exchanges: xs, Audit: audit.New(audit.NewMemory(), nil),
+		Authority: authority, Exchanges: xs, Audit: auditLog,
 	})
 	if err != nil {
 		t.Fatal(err)
