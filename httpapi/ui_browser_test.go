@@ -3,7 +3,6 @@ package httpapi
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,24 +11,8 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/custos-runtime/custos/aais"
+	"github.com/custos-runtime/custos/internal/browsertest"
 )
-
-// chromium finds the headless browser of the browser test: /usr/bin/chromium
-// (Debian's chromium package) or one on PATH. Without one the test skips,
-// unless CUSTOS_TEST_REQUIRE_CHROMIUM=1 (CI), where it fails.
-func chromium(t *testing.T) string {
-	t.Helper()
-	for _, p := range []string{"/usr/bin/chromium", "chromium", "chromium-browser", "google-chrome"} {
-		if path, err := exec.LookPath(p); err == nil {
-			return path
-		}
-	}
-	if os.Getenv("CUSTOS_TEST_REQUIRE_CHROMIUM") == "1" {
-		t.Fatal("chromium is not installed (apt-get install -y chromium) and CUSTOS_TEST_REQUIRE_CHROMIUM=1")
-	}
-	t.Skip("chromium is not installed (apt-get install -y chromium); set CUSTOS_TEST_REQUIRE_CHROMIUM=1 to fail instead")
-	return ""
-}
 
 // The web inbox in a real browser: sign in, see a request submitted after
 // the page loaded appear live, open it, approve it with a justification,
@@ -39,7 +22,7 @@ func TestBrowserInbox(t *testing.T) {
 	if testing.Short() {
 		t.Skip("browser test in -short mode")
 	}
-	bin := chromium(t)
+	bin := browsertest.Chromium(t)
 	e := newSessionEnv(t, false)
 	// A request bob's roles do not cover, there before the page loads.
 	e.gwRequest(t, "ops1", "shell.exec", "", "agent:acme.ops")
@@ -204,7 +187,7 @@ func TestBrowserEditArguments(t *testing.T) {
 	if testing.Short() {
 		t.Skip("browser test in -short mode")
 	}
-	bin := chromium(t)
+	bin := browsertest.Chromium(t)
 	e := newSessionEnv(t, false)
 	r := e.gwRequest(t, "ed1", "billing.refund", "MIFID-II", "agent:acme.advisor")
 

@@ -197,6 +197,8 @@
     connect();
     loadHistory();
     loadRules();
+    loadReviews();
+    setInterval(loadReviews, 30000);
     route();
   }
 
@@ -624,6 +626,47 @@
             el("span", {}, "since " + fmtTime(rule.created_at)),
             rule.expires_at ? el("span", {}, "until " + fmtTime(rule.expires_at)) : null)),
         btn));
+    }
+  }
+
+  // ---- reviews after execution (the gateway's /v1/reviews; absent
+  // without a gateway, and then the pane stays hidden) ----
+  async function loadReviews() {
+    const r = await api("GET", "/v1/reviews?state=open").catch(() => null);
+    if (!r || !r.ok) return;
+    $("reviews-pane").hidden = false;
+    const reviews = r.data.reviews || [];
+    const list = $("reviews-list");
+    clear(list);
+    $("reviews-empty").hidden = reviews.length > 0;
+    for (const v of reviews) {
+      const why = el("input", { type: "text", class: "review-why", "aria-label": "Finding for " + v.capability, placeholder: "What you found (optional)" });
+      const result = el("div", { role: "status" });
+      const verdict = (what) => async () => {
+        for (const b of item.querySelectorAll("button")) b.disabled = true;
+        const x = await api("POST", "/v1/reviews/" + encodeURIComponent(v.exchange_id), { verdict: what, justification: why.value.trim() });
+        if (!x.ok) {
+          result.className = "error";
+          result.textContent = visible(problemText(x));
+          for (const b of item.querySelectorAll("button")) b.disabled = false;
+          return;
+        }
+        announce("Review recorded: " + what);
+        loadReviews();
+      };
+      const item = el("li", { class: "rule" + (v.overdue ? " overdue" : "") },
+        el("div", {},
+          el("div", { class: "item-title mono" }, v.capability),
+          el("div", { class: "item-meta" },
+            el("span", {}, "from " + v.sender),
+            v.profile ? el("span", {}, v.profile) : null,
+            el("span", {}, "ran: " + v.outcome),
+            el("span", { class: v.overdue ? "overdue-text" : "" }, (v.overdue ? "overdue since " : "due ") + fmtTime(v.due_at))),
+          why, result),
+        el("div", { class: "choices-inline" },
+          el("button", { type: "button", onclick: verdict("accepted") }, "Accept"),
+          el("button", { type: "button", class: "secondary", onclick: verdict("flagged") }, "Flag")));
+      list.append(item);
     }
   }
 

@@ -1,0 +1,71 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/custos-runtime/custos/internal/browsertest"
+)
+
+// The web inbox of a real custos serve shows the reviews a post-execution
+// profile queued; a reviewer signed in with the printed login token
+// accepts one in the browser, and the review API records the reviewer.
+func TestServeBrowserReviews(t *testing.T) {
+	if testing.Short() {
+		t.Skip("browser test in -short mode")
+	}
+	bin := browsertest.Chromium(t)
+	g := startGateway(t, filepath.Join(t.TempDir(), "data"), nil)
+	defer g.stop()
+	code, _, hdr := g.send(t, "demo.echo", "PAC-AGRICULTURE", map[string]any{"parcel": "FR-12"}, nil)
+	if code != 200 {
+		t.Fatalf("post-execution request: %d", code)
+	}
+	id := hdr.Get("Custos-Exchange")
+
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
+	defer cancel()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(bin), chromedp.NoSandbox,
+		chromedp.WindowSize(1280, 900), chromedp.Flag("disable-gpu", true))
+	actx, acancel := chromedp.NewExecAllocator(ctx, opts...)
+	defer acancel()
+	bctx, bcancel := chromedp.NewContext(actx)
+	defer bcancel()
+	waitFor := func(what, js string) {
+		t.Helper()
+		if _, err := chromedp.Run(bctx, chromedp.Poll[bool](js, chromedp.WithPollingTimeout(20*time.Second))); err != nil {
+			page, _ := chromedp.Run(bctx, chromedp.Evaluate[string](`document.body.innerText`))
+			t.Fatalf("waiting for %s: %v (page: %s)", what, err, page)
+		}
+	}
+	if err := chromedp.Do(bctx,
+		chromedp.Navigate(g.url+"/"),
+		chromedp.WaitVisible(chromedp.CSS("#login-view")),
+		chromedp.Click(chromedp.CSS(".token-login summary")),
+		chromedp.SendKeys(chromedp.CSS("#login-token-value"), g.token),
+		chromedp.Click(chromedp.CSS("#login-token-submit")),
+		chromedp.WaitVisible(chromedp.CSS("#app-view")),
+	); err != nil {
+		t.Fatalf("sign in: %v", err)
+	}
+	waitFor("the review", `!document.getElementById("reviews-pane").hidden && document.querySelectorAll("#reviews-list li").length === 1`)
+	if err := chromedp.Do(bctx,
+		chromedp.SendKeys(chromedp.CSS("#reviews-list .review-why"), "parcel matches the register"),
+		chromedp.Click(chromedp.CSS("#reviews-list button")),
+	); err != nil {
+		t.Fatalf("accept: %v", err)
+	}
+	waitFor("the review to leave the open list", `document.querySelectorAll("#reviews-list li").length === 0`)
+
+	req, _ := http.NewRequestWithContext(t.Context(), "GET", g.url+"/v1/reviews/"+id, nil)
+	req.Header.Set("Authorization", "Bearer "+g.token)
+	c, m, _ := g.do(t, req)
+	if c != 200 || m["verdict"] != "accepted" || m["reviewer"] != "admin" || m["justification"] != "parcel matches the register" {
+		t.Fatalf("the recorded review: %d %v", c, m)
+	}
+}
