@@ -65,7 +65,6 @@ import (
 	"github.com/custos-runtime/custos/internal/pgutil"
 	"log/slog"
 	"math"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -92,9 +91,6 @@ const (
 	// pool Open creates, when the DSN sets none.
 	ApplicationName = "custos-pgratelimit"
 )
-
-// pruneTimeout bounds one background pruning run.
-const pruneTimeout = time.Minute
 
 // Options tunes a Limiter. A nil *Options, and every zero field, means
 // the default.
@@ -132,20 +128,8 @@ type Limiter struct {
 	log      *slog.Logger
 
 	allowSQL string
-	pruneSQL string
-
-	pruneEvery      time.Duration
-	pruneBatch      int
-	pruneMaxBatches int
-
-	ctx    context.Context // cancelled by Close
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-
-	mu        sync.Mutex // guards the fields below
-	closed    bool
-	pruning   bool
-	lastPrune time.Time // real (monotonic) time of the last run's start
+	// pruner deletes idle buckets, and says when the Limiter is closed.
+	pruner *pgutil.Pruner
 }
 
 var _ gateway.RateLimiter = (*Limiter)(nil)
@@ -192,10 +176,8 @@ func New(ctx context.Context, pool *pgxpool.Pool, rate gateway.RateLimit, o *Opt
 	if math.IsNaN(rate.PerSecond) || math.IsInf(rate.PerSecond, 0) {
 		return nil, fmt.Errorf("pgratelimit: rate %v per second", rate.PerSecond)
 	}
-	l := &Limiter{
-		pool: pool, schema: o.Schema, rate: rate, log: o.Logger,
-		pruneEvery: o.PruneInterval, pruneBatch: o.PruneBatch, pruneMaxBatches: o.PruneMaxBatches,
-	}
+	l := &Limiter{pool: pool, schema: o.Schema, rate: rate, log: o.Logger}
+	pr := &pgutil.Pruner{Pool: pool, Every: o.PruneInterval, Batch: o.PruneBatch, MaxBatches: o.PruneMaxBatches}
 	if l.schema == "" {
 		l.schema = DefaultSchema
 	}
@@ -205,14 +187,14 @@ func New(ctx context.Context, pool *pgxpool.Pool, rate gateway.RateLimit, o *Opt
 	if l.log == nil {
 		l.log = slog.Default()
 	}
-	if l.pruneEvery == 0 {
-		l.pruneEvery = DefaultPruneInterval
+	if pr.Every == 0 {
+		pr.Every = DefaultPruneInterval
 	}
-	if l.pruneBatch <= 0 {
-		l.pruneBatch = DefaultPruneBatch
+	if pr.Batch <= 0 {
+		pr.Batch = DefaultPruneBatch
 	}
-	if l.pruneMaxBatches <= 0 {
-		l.pruneMaxBatches = DefaultPruneMaxBatches
+	if pr.MaxBatches <= 0 {
+		pr.MaxBatches = DefaultPruneMaxBatches
 	}
 	t := pgx.Identifier{l.schema, "rate_buckets"}.Sanitize()
 	// $1 sender, $2 now, $3 rate per second, $4 burst. Every SET
@@ -224,7 +206,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, rate gateway.RateLimit, o *Opt
 			allowed = ` + refill + ` >= 1,
 			at = greatest(b.at, $2::timestamptz)
 		RETURNING allowed, tokens`
-	l.pruneSQL = `DELETE FROM ` + t + `
+	pr.SQL = `DELETE FROM ` + t + `
 		WHERE ctid = ANY (ARRAY(
 			SELECT ctid FROM ` + t + ` WHERE at < $1
 			LIMIT $2 FOR UPDATE SKIP LOCKED))
@@ -232,7 +214,8 @@ func New(ctx context.Context, pool *pgxpool.Pool, rate gateway.RateLimit, o *Opt
 	if err := migrate(ctx, pool, l.schema); err != nil {
 		return nil, fmt.Errorf("pgratelimit: schema %s: %w", l.schema, err)
 	}
-	l.ctx, l.cancel = context.WithCancel(context.Background())
+	pr.Log, pr.What = l.log.With("schema", l.schema), "rate-limit buckets"
+	l.pruner = pr
 	return l, nil
 }
 
@@ -245,16 +228,7 @@ func (l *Limiter) limited() bool { return l.rate.PerSecond > 0 && l.rate.Burst >
 // Close waits for a background pruning run to stop and closes the pool if
 // Open created it. Allow fails after Close (unless the rate is zero).
 func (l *Limiter) Close() error {
-	l.mu.Lock()
-	if l.closed {
-		l.mu.Unlock()
-		return nil
-	}
-	l.closed = true
-	l.mu.Unlock()
-	l.cancel()
-	l.wg.Wait()
-	if l.ownsPool {
+	if l.pruner.Close() && l.ownsPool {
 		l.pool.Close()
 	}
 	return nil
@@ -271,10 +245,7 @@ func (l *Limiter) Allow(ctx context.Context, sender string, now time.Time) (bool
 	if err := ctx.Err(); err != nil {
 		return false, 0, fmt.Errorf("pgratelimit: %w", err)
 	}
-	l.mu.Lock()
-	closed := l.closed
-	l.mu.Unlock()
-	if closed {
+	if l.pruner.Closed() {
 		return false, 0, errClosed
 	}
 	var ok bool
@@ -304,45 +275,15 @@ func (l *Limiter) Prune(ctx context.Context, now time.Time) (int64, error) {
 	if !l.limited() {
 		return 0, nil
 	}
-	cutoff := l.idleCutoff(now)
-	var total int64
-	for range l.pruneMaxBatches {
-		tag, err := l.pool.Exec(ctx, l.pruneSQL, cutoff, l.pruneBatch)
-		if err != nil {
-			return total, fmt.Errorf("pgratelimit: prune: %w", err)
-		}
-		total += tag.RowsAffected()
-		if tag.RowsAffected() < int64(l.pruneBatch) {
-			break
-		}
+	n, err := l.pruner.Prune(ctx, l.idleCutoff(now))
+	if err != nil {
+		return n, fmt.Errorf("pgratelimit: prune: %w", err)
 	}
-	return total, nil
+	return n, nil
 }
 
 // maybePrune starts a background pruning run when none is running and
 // the interval has passed since the last one started.
 func (l *Limiter) maybePrune(now time.Time) {
-	if l.pruneEvery < 0 {
-		return
-	}
-	l.mu.Lock()
-	if l.closed || l.pruning || (!l.lastPrune.IsZero() && time.Since(l.lastPrune) < l.pruneEvery) {
-		l.mu.Unlock()
-		return
-	}
-	l.pruning = true
-	l.lastPrune = time.Now()
-	l.wg.Add(1)
-	l.mu.Unlock()
-	go func() {
-		defer l.wg.Done()
-		ctx, cancel := context.WithTimeout(l.ctx, pruneTimeout)
-		defer cancel()
-		if _, err := l.Prune(ctx, now); err != nil && l.ctx.Err() == nil {
-			l.log.Warn("pruning rate-limit buckets failed", "schema", l.schema, "err", err)
-		}
-		l.mu.Lock()
-		l.pruning = false
-		l.mu.Unlock()
-	}()
+	l.pruner.Maybe(func() any { return l.idleCutoff(now) })
 }

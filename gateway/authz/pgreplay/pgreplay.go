@@ -79,7 +79,6 @@ import (
 	"github.com/custos-runtime/custos/internal/pgutil"
 	"log/slog"
 	"strings"
-	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -111,9 +110,6 @@ const (
 	// jti is at most 256 bytes).
 	MaxJTI = 1024
 )
-
-// pruneTimeout bounds one background pruning run.
-const pruneTimeout = time.Minute
 
 // Options tunes a Set. A nil *Options, and every zero field, means the
 // default.
@@ -153,21 +149,9 @@ type Set struct {
 	now      func() time.Time
 	log      *slog.Logger
 
-	seenSQL  string
-	pruneSQL string
-
-	pruneEvery      time.Duration
-	pruneBatch      int
-	pruneMaxBatches int
-
-	ctx    context.Context // cancelled by Close
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-
-	mu        sync.Mutex // guards the fields below
-	closed    bool
-	pruning   bool
-	lastPrune time.Time // real (monotonic) time of the last run's start
+	seenSQL string
+	// pruner deletes expired jtis, and says when the Set is closed.
+	pruner *pgutil.Pruner
 }
 
 var _ auth.ReplayCache = (*Set)(nil)
@@ -207,10 +191,8 @@ func New(ctx context.Context, pool *pgxpool.Pool, o *Options) (*Set, error) {
 	if pool == nil {
 		return nil, errors.New("pgreplay: nil pool")
 	}
-	s := &Set{
-		pool: pool, schema: o.Schema, now: o.Now, log: o.Logger,
-		pruneEvery: o.PruneInterval, pruneBatch: o.PruneBatch, pruneMaxBatches: o.PruneMaxBatches,
-	}
+	s := &Set{pool: pool, schema: o.Schema, now: o.Now, log: o.Logger}
+	pr := &pgutil.Pruner{Pool: pool, Every: o.PruneInterval, Batch: o.PruneBatch, MaxBatches: o.PruneMaxBatches}
 	if s.schema == "" {
 		s.schema = DefaultSchema
 	}
@@ -223,21 +205,21 @@ func New(ctx context.Context, pool *pgxpool.Pool, o *Options) (*Set, error) {
 	if s.log == nil {
 		s.log = slog.Default()
 	}
-	if s.pruneEvery == 0 {
-		s.pruneEvery = DefaultPruneInterval
+	if pr.Every == 0 {
+		pr.Every = DefaultPruneInterval
 	}
-	if s.pruneBatch <= 0 {
-		s.pruneBatch = DefaultPruneBatch
+	if pr.Batch <= 0 {
+		pr.Batch = DefaultPruneBatch
 	}
-	if s.pruneMaxBatches <= 0 {
-		s.pruneMaxBatches = DefaultPruneMaxBatches
+	if pr.MaxBatches <= 0 {
+		pr.MaxBatches = DefaultPruneMaxBatches
 	}
 	t := pgx.Identifier{s.schema, "dpop_replay"}.Sanitize()
 	s.seenSQL = `INSERT INTO ` + t + ` AS r (jti, expires_at) VALUES ($1, $2)
 		ON CONFLICT (jti) DO UPDATE SET expires_at = EXCLUDED.expires_at
 		WHERE r.expires_at < $3
 		RETURNING true`
-	s.pruneSQL = `DELETE FROM ` + t + `
+	pr.SQL = `DELETE FROM ` + t + `
 		WHERE ctid = ANY (ARRAY(
 			SELECT ctid FROM ` + t + ` WHERE expires_at < $1
 			LIMIT $2 FOR UPDATE SKIP LOCKED))
@@ -245,7 +227,8 @@ func New(ctx context.Context, pool *pgxpool.Pool, o *Options) (*Set, error) {
 	if err := migrate(ctx, pool, s.schema); err != nil {
 		return nil, fmt.Errorf("pgreplay: schema %s: %w", s.schema, err)
 	}
-	s.ctx, s.cancel = context.WithCancel(context.Background())
+	pr.Log, pr.What = s.log.With("schema", s.schema), "the DPoP replay set"
+	s.pruner = pr
 	return s, nil
 }
 
@@ -255,16 +238,7 @@ func (s *Set) Schema() string { return s.schema }
 // Close waits for a background pruning run to stop and closes the pool if
 // Open created it. Seen fails after Close.
 func (s *Set) Close() error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return nil
-	}
-	s.closed = true
-	s.mu.Unlock()
-	s.cancel()
-	s.wg.Wait()
-	if s.ownsPool {
+	if s.pruner.Close() && s.ownsPool {
 		s.pool.Close()
 	}
 	return nil
@@ -283,10 +257,7 @@ func (s *Set) Seen(ctx context.Context, jti string, until time.Time) (bool, erro
 	if jti == "" || len(jti) > MaxJTI || strings.ContainsRune(jti, 0) || !utf8.ValidString(jti) {
 		return false, fmt.Errorf("%w: jti must be 1 to %d bytes of UTF-8 without NUL", auth.ErrReplayCache, MaxJTI)
 	}
-	s.mu.Lock()
-	closed := s.closed
-	s.mu.Unlock()
-	if closed {
+	if s.pruner.Closed() {
 		return false, fmt.Errorf("%w: %w", auth.ErrReplayCache, errClosed)
 	}
 	now := s.now()
@@ -307,44 +278,13 @@ func (s *Set) Seen(ctx context.Context, jti string, until time.Time) (bool, erro
 // Options.PruneBatch rows, until a batch is not full or
 // Options.PruneMaxBatches batches ran, and returns how many it deleted.
 func (s *Set) Prune(ctx context.Context) (int64, error) {
-	var total int64
-	for range s.pruneMaxBatches {
-		tag, err := s.pool.Exec(ctx, s.pruneSQL, s.now(), s.pruneBatch)
-		if err != nil {
-			return total, fmt.Errorf("pgreplay: prune: %w", err)
-		}
-		total += tag.RowsAffected()
-		if tag.RowsAffected() < int64(s.pruneBatch) {
-			break
-		}
+	n, err := s.pruner.Prune(ctx, s.now())
+	if err != nil {
+		return n, fmt.Errorf("pgreplay: prune: %w", err)
 	}
-	return total, nil
+	return n, nil
 }
 
 // maybePrune starts a background pruning run when none is running and
 // the interval has passed since the last one started.
-func (s *Set) maybePrune() {
-	if s.pruneEvery < 0 {
-		return
-	}
-	s.mu.Lock()
-	if s.closed || s.pruning || (!s.lastPrune.IsZero() && time.Since(s.lastPrune) < s.pruneEvery) {
-		s.mu.Unlock()
-		return
-	}
-	s.pruning = true
-	s.lastPrune = time.Now()
-	s.wg.Add(1)
-	s.mu.Unlock()
-	go func() {
-		defer s.wg.Done()
-		ctx, cancel := context.WithTimeout(s.ctx, pruneTimeout)
-		defer cancel()
-		if _, err := s.Prune(ctx); err != nil && s.ctx.Err() == nil {
-			s.log.Warn("pruning the DPoP replay set failed", "schema", s.schema, "err", err)
-		}
-		s.mu.Lock()
-		s.pruning = false
-		s.mu.Unlock()
-	}()
-}
+func (s *Set) maybePrune() { s.pruner.Maybe(func() any { return s.now() }) }
