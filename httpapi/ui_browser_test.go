@@ -1,12 +1,10 @@
 package httpapi
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/chromedp/chromedp"
 
@@ -22,7 +20,6 @@ func TestBrowserInbox(t *testing.T) {
 	if testing.Short() {
 		t.Skip("browser test in -short mode")
 	}
-	bin := browsertest.Chromium(t)
 	e := newSessionEnv(t, false)
 	// A request bob's roles do not cover, there before the page loads.
 	e.gwRequest(t, "ops1", "shell.exec", "", "agent:acme.ops")
@@ -35,35 +32,8 @@ func TestBrowserInbox(t *testing.T) {
 		t.Fatalf("deny: %d %s", resp.StatusCode, out)
 	}
 
-	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
-	defer cancel()
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(bin), chromedp.NoSandbox,
-		chromedp.WindowSize(1280, 900), chromedp.Flag("disable-gpu", true))
-	actx, acancel := chromedp.NewExecAllocator(ctx, opts...)
-	defer acancel()
-	bctx, bcancel := chromedp.NewContext(actx)
-	defer bcancel()
-
-	step := func(what string, actions ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(bctx, actions...); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
-	text := func(js string) string {
-		t.Helper()
-		s, err := chromedp.Run(bctx, chromedp.Evaluate[string](js))
-		if err != nil {
-			t.Fatalf("%s: %v", js, err)
-		}
-		return s
-	}
-	waitFor := func(what, js string) {
-		t.Helper()
-		if _, err := chromedp.Run(bctx, chromedp.Poll[bool](js, chromedp.WithPollingTimeout(20*time.Second))); err != nil {
-			t.Fatalf("waiting for %s: %v (page: %s)", what, err, text(`document.body.innerText`))
-		}
-	}
+	page := browsertest.Open(t)
+	step, text, waitFor, bctx := page.Step, page.Text, page.WaitFor, page.Ctx
 	shot := func(name string, full bool) {
 		t.Helper()
 		if os.Getenv("CUSTOS_UPDATE_SCREENSHOTS") != "1" {
@@ -187,38 +157,11 @@ func TestBrowserEditArguments(t *testing.T) {
 	if testing.Short() {
 		t.Skip("browser test in -short mode")
 	}
-	bin := browsertest.Chromium(t)
 	e := newSessionEnv(t, false)
 	r := e.gwRequest(t, "ed1", "billing.refund", "MIFID-II", "agent:acme.advisor")
 
-	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
-	defer cancel()
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(bin), chromedp.NoSandbox,
-		chromedp.WindowSize(1280, 900), chromedp.Flag("disable-gpu", true))
-	actx, acancel := chromedp.NewExecAllocator(ctx, opts...)
-	defer acancel()
-	bctx, bcancel := chromedp.NewContext(actx)
-	defer bcancel()
-	step := func(what string, actions ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(bctx, actions...); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
-	text := func(js string) string {
-		t.Helper()
-		s, err := chromedp.Run(bctx, chromedp.Evaluate[string](js))
-		if err != nil {
-			t.Fatalf("%s: %v", js, err)
-		}
-		return s
-	}
-	waitFor := func(what, js string) {
-		t.Helper()
-		if _, err := chromedp.Run(bctx, chromedp.Poll[bool](js, chromedp.WithPollingTimeout(20*time.Second))); err != nil {
-			t.Fatalf("waiting for %s: %v (page: %s)", what, err, text(`document.body.innerText`))
-		}
-	}
+	page := browsertest.Open(t)
+	step, text, waitFor := page.Step, page.Text, page.WaitFor
 
 	step("sign in",
 		chromedp.Navigate(e.srv.URL+"/"),

@@ -1,11 +1,9 @@
 package main
 
 import (
-	"context"
 	"net/http"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/chromedp/chromedp"
 
@@ -19,7 +17,6 @@ func TestServeBrowserReviews(t *testing.T) {
 	if testing.Short() {
 		t.Skip("browser test in -short mode")
 	}
-	bin := browsertest.Chromium(t)
 	g := startGateway(t, filepath.Join(t.TempDir(), "data"), nil)
 	defer g.stop()
 	code, _, hdr := g.send(t, "demo.echo", "PAC-AGRICULTURE", map[string]any{"parcel": "FR-12"}, nil)
@@ -28,21 +25,8 @@ func TestServeBrowserReviews(t *testing.T) {
 	}
 	id := hdr.Get("Custos-Exchange")
 
-	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
-	defer cancel()
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(bin), chromedp.NoSandbox,
-		chromedp.WindowSize(1280, 900), chromedp.Flag("disable-gpu", true))
-	actx, acancel := chromedp.NewExecAllocator(ctx, opts...)
-	defer acancel()
-	bctx, bcancel := chromedp.NewContext(actx)
-	defer bcancel()
-	waitFor := func(what, js string) {
-		t.Helper()
-		if _, err := chromedp.Run(bctx, chromedp.Poll[bool](js, chromedp.WithPollingTimeout(20*time.Second))); err != nil {
-			page, _ := chromedp.Run(bctx, chromedp.Evaluate[string](`document.body.innerText`))
-			t.Fatalf("waiting for %s: %v (page: %s)", what, err, page)
-		}
-	}
+	page := browsertest.Open(t)
+	waitFor, bctx := page.WaitFor, page.Ctx
 	if err := chromedp.Do(bctx,
 		chromedp.Navigate(g.url+"/"),
 		chromedp.WaitVisible(chromedp.CSS("#login-view")),
