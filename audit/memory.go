@@ -30,17 +30,7 @@ var errMemClosed = errors.New("audit: memory backend closed")
 
 // Append implements Backend.
 func (m *Memory) Append(ctx context.Context, build func(last *Record) (Record, error)) (Record, error) {
-	return m.AppendSealed(ctx, func(last *Record) (Sealed, error) {
-		rec, err := build(last)
-		if err != nil {
-			return Sealed{}, err
-		}
-		data, err := rec.MarshalJSON()
-		if err != nil {
-			return Sealed{}, err
-		}
-		return Sealed{Record: rec, JSON: data}, nil
-	})
+	return m.AppendSealed(ctx, Sealing(build))
 }
 
 // AppendSealed implements SealedBackend.

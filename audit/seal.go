@@ -313,3 +313,21 @@ func (l *Log) appendPrepared(ctx context.Context, p *prepared) (Record, error) {
 		return s.Record, err
 	})
 }
+
+// Sealing turns the build function of Backend.Append into one for
+// SealedBackend.AppendSealed, the stored form being the record's
+// MarshalJSON: a SealedBackend's Append is AppendSealed(ctx,
+// Sealing(build)).
+func Sealing(build func(last *Record) (Record, error)) func(last *Record) (Sealed, error) {
+	return func(last *Record) (Sealed, error) {
+		rec, err := build(last)
+		if err != nil {
+			return Sealed{}, err
+		}
+		data, err := rec.MarshalJSON()
+		if err != nil {
+			return Sealed{}, err
+		}
+		return Sealed{Record: rec, JSON: data}, nil
+	}
+}

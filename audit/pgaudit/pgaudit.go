@@ -334,17 +334,7 @@ func (b *Backend) Head(ctx context.Context) (audit.Anchor, error) {
 
 // Append implements audit.Backend.
 func (b *Backend) Append(ctx context.Context, build func(last *audit.Record) (audit.Record, error)) (audit.Record, error) {
-	return b.AppendSealed(ctx, func(last *audit.Record) (audit.Sealed, error) {
-		rec, err := build(last)
-		if err != nil {
-			return audit.Sealed{}, err
-		}
-		data, err := rec.MarshalJSON()
-		if err != nil {
-			return audit.Sealed{}, err
-		}
-		return audit.Sealed{Record: rec, JSON: data}, nil
-	})
+	return b.AppendSealed(ctx, audit.Sealing(build))
 }
 
 // AppendSealed implements audit.SealedBackend: it stores the JSON build
