@@ -329,14 +329,17 @@ func wrap(err error) error {
 	return fmt.Errorf("exchange: %w", err)
 }
 
-func toNanos(t time.Time) int64 {
+// ToNanos is how the stores keep a time: Unix nanoseconds, 0 for the zero
+// time. FromNanos reads it back (UTC).
+func ToNanos(t time.Time) int64 {
 	if t.IsZero() {
 		return 0
 	}
 	return t.UnixNano()
 }
 
-func fromNanos(n int64) time.Time {
+// FromNanos is the time ToNanos kept as n.
+func FromNanos(n int64) time.Time {
 	if n == 0 {
 		return time.Time{}
 	}
@@ -367,7 +370,7 @@ func scan(r scanner) (Exchange, error) {
 	if decision != nil {
 		x.Decision = json.RawMessage(decision)
 	}
-	x.CreatedAt, x.UpdatedAt, x.Deadline = fromNanos(created), fromNanos(updated), fromNanos(deadline)
+	x.CreatedAt, x.UpdatedAt, x.Deadline = FromNanos(created), FromNanos(updated), FromNanos(deadline)
 	return x, nil
 }
 
@@ -433,7 +436,7 @@ func (s *Store) Create(ctx context.Context, x Exchange) (stored Exchange, create
 		// lock; only the id can clash.
 		res, err := tx.ExecContext(ctx, qInsert, id, x.Sender, x.MessageID, x.CorrelationID,
 			x.Capability, x.ApprovalID, x.ActionDigest, string(state), claimedBy,
-			now.UnixNano(), now.UnixNano(), toNanos(x.Deadline), x.TraceID)
+			now.UnixNano(), now.UnixNano(), ToNanos(x.Deadline), x.TraceID)
 		if err != nil {
 			return err
 		}
@@ -451,8 +454,8 @@ func (s *Store) Create(ctx context.Context, x Exchange) (stored Exchange, create
 		// What was written, as scan would read it back.
 		stored = Exchange{ID: id, Sender: x.Sender, MessageID: x.MessageID, CorrelationID: x.CorrelationID,
 			Capability: x.Capability, ApprovalID: x.ApprovalID, ActionDigest: x.ActionDigest, State: state,
-			ClaimedBy: claimedBy, CreatedAt: fromNanos(now.UnixNano()), UpdatedAt: fromNanos(now.UnixNano()),
-			Deadline: fromNanos(toNanos(x.Deadline)), TraceID: x.TraceID}
+			ClaimedBy: claimedBy, CreatedAt: FromNanos(now.UnixNano()), UpdatedAt: FromNanos(now.UnixNano()),
+			Deadline: FromNanos(ToNanos(x.Deadline)), TraceID: x.TraceID}
 		created = true
 		return nil
 	})
@@ -656,7 +659,7 @@ func (s *Store) change(ctx context.Context, id string, from []State, to State, c
 		}
 		next.UpdatedAt = s.now().UTC()
 		res, err := tx.ExecContext(ctx, qUpdate, string(next.State), nullBytes(next.Reply), next.ReplyStatus,
-			next.ApprovalID, next.ActionDigest, toNanos(next.Deadline), next.ClaimedBy,
+			next.ApprovalID, next.ActionDigest, ToNanos(next.Deadline), next.ClaimedBy,
 			next.UpdatedAt.UnixNano(), nullBytes(next.Decision), id, string(cur.State))
 		if err != nil {
 			return err
@@ -670,7 +673,7 @@ func (s *Store) change(ctx context.Context, id string, from []State, to State, c
 			return err
 		}
 		// What was written, as scan would read it back.
-		next.UpdatedAt = fromNanos(next.UpdatedAt.UnixNano())
+		next.UpdatedAt = FromNanos(next.UpdatedAt.UnixNano())
 		next.Idempotency = nil
 		next.Reply, next.Decision = cloneRaw(next.Reply), cloneRaw(next.Decision)
 		out, ok = next, true
@@ -742,21 +745,27 @@ func (s *Store) Waiting(ctx context.Context, states ...State) ([]Exchange, error
 	}
 	q := "SELECT " + columns + " FROM exchanges WHERE state IN (?" +
 		strings.Repeat(", ?", len(states)-1) + ") ORDER BY seq"
-	var out []Exchange
+	out, err := queryAll(ctx, s, q, args, scan)
+	if err != nil {
+		return nil, wrap(err)
+	}
+	return out, nil
+}
+
+// queryAll reads every row q returns with scanOne, in one read
+// transaction.
+func queryAll[T any](ctx context.Context, s *Store, q string, args []any, scanOne func(scanner) (T, error)) ([]T, error) {
+	var out []T
 	err := s.db.Read(ctx, func(tx *sqlitedb.Tx) error {
-		out = nil
 		rows, err := tx.QueryContext(ctx, q, args...)
 		if err != nil {
 			return err
 		}
 		defer rows.Close()
-		out, err = CollectRows(rows, func() (Exchange, error) { return scan(rows) })
+		out, err = CollectRows(rows, func() (T, error) { return scanOne(rows) })
 		return err
 	})
-	if err != nil {
-		return nil, wrap(err)
-	}
-	return out, nil
+	return out, err
 }
 
 // Interrupted returns the exchanges in executing, oldest first. After a

@@ -219,7 +219,7 @@ func scanReview(r scanner) (Review, error) {
 		return Review{}, err
 	}
 	v.Outcome, v.Verdict, v.TimedOut = State(outcome), Verdict(verdict), out == 1
-	v.CreatedAt, v.DueAt, v.ReviewedAt = fromNanos(created), fromNanos(due), fromNanos(reviewed)
+	v.CreatedAt, v.DueAt, v.ReviewedAt = FromNanos(created), FromNanos(due), FromNanos(reviewed)
 	return v, nil
 }
 
@@ -261,17 +261,7 @@ func (s *Store) Reviews(ctx context.Context, f ReviewFilter) ([]Review, error) {
 	}
 	q += " ORDER BY reviewed_at <> 0, due_at, exchange_id LIMIT ?"
 	args = append(args, f.Limit)
-	var out []Review
-	err := s.db.Read(ctx, func(tx *sqlitedb.Tx) error {
-		out = nil
-		rows, err := tx.QueryContext(ctx, q, args...)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		out, err = CollectRows(rows, func() (Review, error) { return scanReview(rows) })
-		return err
-	})
+	out, err := queryAll(ctx, s, q, args, scanReview)
 	return out, wrap(err)
 }
 
@@ -382,7 +372,7 @@ func (s *Store) DueDeliveries(ctx context.Context, now time.Time, limit int) ([]
 			if err := rows.Scan(&d.Seq, &d.ExchangeID, &d.URL, &env, &d.Attempts, &next, &d.LastError); err != nil {
 				return err
 			}
-			d.Envelope, d.NextAttempt = env, fromNanos(next)
+			d.Envelope, d.NextAttempt = env, FromNanos(next)
 			out = append(out, d)
 		}
 		return rows.Err()

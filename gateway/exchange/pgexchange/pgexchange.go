@@ -205,20 +205,6 @@ func wrap(err error) error {
 	return fmt.Errorf("pgexchange: %w", err)
 }
 
-func toNanos(t time.Time) int64 {
-	if t.IsZero() {
-		return 0
-	}
-	return t.UnixNano()
-}
-
-func fromNanos(n int64) time.Time {
-	if n == 0 {
-		return time.Time{}
-	}
-	return time.Unix(0, n).UTC()
-}
-
 // nullBytes is b for SQL, NULL when empty.
 func nullBytes(b json.RawMessage) any {
 	if len(b) == 0 {
@@ -251,7 +237,7 @@ func scan(r pgx.Row) (exchange.Exchange, error) {
 		x.Decision = json.RawMessage(decision)
 	}
 	x.ReplyStatus = int(status)
-	x.CreatedAt, x.UpdatedAt, x.Deadline = fromNanos(created), fromNanos(updated), fromNanos(deadline)
+	x.CreatedAt, x.UpdatedAt, x.Deadline = exchange.FromNanos(created), exchange.FromNanos(updated), exchange.FromNanos(deadline)
 	return x, nil
 }
 
@@ -338,7 +324,7 @@ func (s *Store) Create(ctx context.Context, x exchange.Exchange) (stored exchang
 		}
 		tag, err := tx.Exec(ctx, qInsert, id, x.Sender, x.MessageID, x.CorrelationID,
 			x.Capability, x.ApprovalID, x.ActionDigest, string(state), claimedBy,
-			now.UnixNano(), now.UnixNano(), toNanos(x.Deadline), x.TraceID)
+			now.UnixNano(), now.UnixNano(), exchange.ToNanos(x.Deadline), x.TraceID)
 		if err != nil {
 			return err
 		}
@@ -492,7 +478,7 @@ func (s *Store) change(ctx context.Context, id string, from []exchange.State, to
 		}
 		next.UpdatedAt = s.now().UTC()
 		tag, err := tx.Exec(ctx, qUpdate, string(next.State), nullBytes(next.Reply), int32(next.ReplyStatus),
-			next.ApprovalID, next.ActionDigest, toNanos(next.Deadline), next.ClaimedBy,
+			next.ApprovalID, next.ActionDigest, exchange.ToNanos(next.Deadline), next.ClaimedBy,
 			next.UpdatedAt.UnixNano(), nullBytes(next.Decision), id, string(cur.State))
 		if err != nil {
 			return err
@@ -613,7 +599,7 @@ func scanReview(r pgx.Row) (exchange.Review, error) {
 		return exchange.Review{}, err
 	}
 	v.Outcome, v.Verdict, v.TimedOut = exchange.State(outcome), exchange.Verdict(verdict), out == 1
-	v.CreatedAt, v.DueAt, v.ReviewedAt = fromNanos(created), fromNanos(due), fromNanos(reviewed)
+	v.CreatedAt, v.DueAt, v.ReviewedAt = exchange.FromNanos(created), exchange.FromNanos(due), exchange.FromNanos(reviewed)
 	return v, nil
 }
 
@@ -797,7 +783,7 @@ func (s *Store) DueDeliveries(ctx context.Context, now time.Time, limit int) ([]
 			if err := rows.Scan(&d.Seq, &d.ExchangeID, &d.URL, &env, &attempts, &next, &d.LastError); err != nil {
 				return err
 			}
-			d.Envelope, d.Attempts, d.NextAttempt = env, int(attempts), fromNanos(next)
+			d.Envelope, d.Attempts, d.NextAttempt = env, int(attempts), exchange.FromNanos(next)
 			out = append(out, d)
 		}
 		return rows.Err()
