@@ -276,13 +276,8 @@ func (a *approvals) decide(w http.ResponseWriter, r *http.Request) {
 		problem(w, asc.PermissionDenied, http.StatusForbidden, "This origin may not post decisions.")
 		return
 	}
-	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
-		problem(w, asc.InvalidRequest, http.StatusUnsupportedMediaType, "Send the approval.decided envelope as application/json.")
-		return
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.o.MaxBody))
-	if err != nil {
-		problem(w, asc.InvalidRequest, http.StatusRequestEntityTooLarge, fmt.Sprintf("The body is larger than %d bytes.", a.o.MaxBody))
+	body, ok := readJSON(w, r, a.o.MaxBody, "the approval.decided envelope")
+	if !ok {
 		return
 	}
 	actor, _ := r.Context().Value(actorKey{}).(aais.Actor)
@@ -437,6 +432,11 @@ func writeEvent(w io.Writer, m *aais.Message) error {
 
 func writeMessage(w http.ResponseWriter, status int, m *aais.Message) {
 	b, err := aais.Marshal(m)
+	writeEncoded(w, status, b, err)
+}
+
+// writeEncoded answers b, JSON, or a problem when encoding failed (err).
+func writeEncoded(w http.ResponseWriter, status int, b []byte, err error) {
 	if err != nil {
 		problem(w, asc.InternalError, http.StatusInternalServerError, "The answer could not be encoded.")
 		return
@@ -445,6 +445,22 @@ func writeMessage(w http.ResponseWriter, status int, m *aais.Message) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
 	_, _ = w.Write(b)
+}
+
+// readJSON reads a request body that must be application/json of at most
+// max bytes; what says what to send, for the 415 answer. ok is false when
+// it has answered the request with a problem.
+func readJSON(w http.ResponseWriter, r *http.Request, max int64, what string) (body []byte, ok bool) {
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		problem(w, asc.InvalidRequest, http.StatusUnsupportedMediaType, "Send "+what+" as application/json.")
+		return nil, false
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
+	if err != nil {
+		problem(w, asc.InvalidRequest, http.StatusRequestEntityTooLarge, fmt.Sprintf("The body is larger than %d bytes.", max))
+		return nil, false
+	}
+	return body, true
 }
 
 // problem answers an RFC 9457 problem document carrying an ASC status.

@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"mime"
 	"net/http"
 	"strings"
 
@@ -38,13 +36,8 @@ func (a *approvals) edit(w http.ResponseWriter, r *http.Request) {
 		problem(w, asc.PermissionDenied, http.StatusForbidden, "This origin may not propose edits.")
 		return
 	}
-	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
-		problem(w, asc.InvalidRequest, http.StatusUnsupportedMediaType, `Send {"arguments": {...}, "justification": "..."} as application/json.`)
-		return
-	}
-	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.o.MaxBody))
-	if err != nil {
-		problem(w, asc.InvalidRequest, http.StatusRequestEntityTooLarge, fmt.Sprintf("The body is larger than %d bytes.", a.o.MaxBody))
+	raw, ok := readJSON(w, r, a.o.MaxBody, `{"arguments": {...}, "justification": "..."}`)
+	if !ok {
 		return
 	}
 	var body editBody

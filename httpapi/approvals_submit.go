@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"mime"
 	"net/http"
 	"slices"
 	"time"
@@ -103,13 +101,8 @@ func NewSubmit(o SubmitOptions) (http.Handler, error) {
 }
 
 func (s *submit) create(w http.ResponseWriter, r *http.Request) {
-	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
-		problem(w, asc.InvalidRequest, http.StatusUnsupportedMediaType, "Send the approval.requested envelope as application/json.")
-		return
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.o.MaxBody))
-	if err != nil {
-		problem(w, asc.InvalidRequest, http.StatusRequestEntityTooLarge, fmt.Sprintf("The body is larger than %d bytes.", s.o.MaxBody))
+	body, ok := readJSON(w, r, s.o.MaxBody, "the approval.requested envelope")
+	if !ok {
 		return
 	}
 	m, err := aais.Parse(body)

@@ -205,14 +205,7 @@ func (p *Policy) roles(id string) []string {
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)
-	if err != nil {
-		problem(w, asc.InternalError, http.StatusInternalServerError, "The answer could not be encoded.")
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	_, _ = w.Write(b)
+	writeEncoded(w, status, b, err)
 }
 
 // originPolicy is the browser Origin allow-list.
