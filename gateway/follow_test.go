@@ -70,11 +70,11 @@ func TestResumeOneOnceAtATime(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.g.resuming.Store(x.ID, true)
-	if err := r.g.resumeOne(context.Background(), x); err != nil || r.echo.n.Load() != 0 {
+	if err := r.g.resumeOne(context.Background(), x.ID); err != nil || r.echo.n.Load() != 0 {
 		t.Fatalf("a busy exchange was moved: %v, ran %d", err, r.echo.n.Load())
 	}
 	r.g.resuming.Delete(x.ID)
-	if err := r.g.resumeOne(context.Background(), x); err != nil || r.echo.n.Load() != 1 {
+	if err := r.g.resumeOne(context.Background(), x.ID); err != nil || r.echo.n.Load() != 1 {
 		t.Fatalf("resumeOne: %v, ran %d", err, r.echo.n.Load())
 	}
 }

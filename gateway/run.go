@@ -286,7 +286,7 @@ func (g *Gateway) resume(ctx context.Context) error {
 		return err
 	}
 	for _, x := range waiting {
-		if err := g.resumeOne(ctx, x); err != nil {
+		if err := g.resumeOne(ctx, x.ID); err != nil {
 			return err
 		}
 	}
@@ -298,17 +298,20 @@ func (g *Gateway) resume(ctx context.Context) error {
 // once when approved, an error answered otherwise. One exchange is moved
 // by one goroutine of a process at a time: the periodic scan and the
 // approval stream may both bring it.
-func (g *Gateway) resumeOne(ctx context.Context, x exchange.Exchange) error {
-	if _, busy := g.resuming.LoadOrStore(x.ID, true); busy {
+func (g *Gateway) resumeOne(ctx context.Context, id string) error {
+	if _, busy := g.resuming.LoadOrStore(id, true); busy {
 		return nil
 	}
-	defer g.resuming.Delete(x.ID)
-	if cur, err := g.o.Exchanges.Get(ctx, x.ID); err != nil {
+	defer g.resuming.Delete(id)
+	x, err := g.o.Exchanges.Get(ctx, id)
+	if errors.Is(err, exchange.ErrNotFound) {
+		return nil // not an exchange of this gateway's
+	}
+	if err != nil {
 		return err
-	} else if cur.State != exchange.PendingApproval && cur.State != exchange.Approved {
+	}
+	if x.State != exchange.PendingApproval && x.State != exchange.Approved {
 		return nil // finished meanwhile
-	} else {
-		x = cur
 	}
 	// The approval, or the request that superseded it when a reviewer
 	// edited the arguments (supersede.go).
@@ -584,11 +587,7 @@ func (g *Gateway) follow(ctx context.Context) error {
 			return nil
 		}
 		wg.Go(func() {
-			x, err := g.o.Exchanges.Get(ctx, id)
-			if err != nil {
-				return // not the gateway's, or the store is failing (the scan retries)
-			}
-			if err := g.resumeOne(ctx, x); err != nil && ctx.Err() == nil {
+			if err := g.resumeOne(ctx, id); err != nil && ctx.Err() == nil {
 				g.log(ctx).ErrorContext(ctx, "resuming an exchange", "exchange", id, "err", err)
 			}
 		})
