@@ -250,14 +250,17 @@ func checkPublishedURL(raw string) error {
 		return fmt.Errorf("%s must be an absolute URL without user info or fragment", pyRepr(raw))
 	case u.Scheme == "https":
 		return nil
-	case u.Scheme == "http" && isLoopback(u.Hostname()):
+	case u.Scheme == "http" && IsLoopbackHost(u.Hostname()):
 		return nil
 	}
 	return fmt.Errorf("%s must use https", pyRepr(raw))
 }
 
-func isLoopback(host string) bool {
-	if host == "localhost" {
+// IsLoopbackHost reports whether host (a URL's Hostname) is localhost or
+// a loopback address: the one place plain http is acceptable for an
+// agent's endpoints (local agents, sidecars, tests).
+func IsLoopbackHost(host string) bool {
+	if strings.EqualFold(host, "localhost") {
 		return true
 	}
 	ip := net.ParseIP(host)

@@ -11,6 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/custos-runtime/custos/arsia"
 	"github.com/custos-runtime/custos/internal/sqlitedb"
 )
 
@@ -173,9 +174,7 @@ func CheckCallbackURL(raw string) error {
 	if err != nil || u.Host == "" || u.User != nil || u.Fragment != "" {
 		return fmt.Errorf("%w: callback URL %q is not an absolute URL without credentials", ErrInvalid, raw)
 	}
-	host := u.Hostname()
-	loopback := host == "localhost" || host == "127.0.0.1" || host == "::1"
-	if u.Scheme != "https" && !(u.Scheme == "http" && loopback) {
+	if u.Scheme != "https" && !(u.Scheme == "http" && arsia.IsLoopbackHost(u.Hostname())) {
 		return fmt.Errorf("%w: callback URL %q must be https (http only to localhost)", ErrInvalid, raw)
 	}
 	return nil

@@ -40,7 +40,6 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -281,18 +280,10 @@ func checkURL(u *url.URL) error {
 		return fmt.Errorf("URL %q must be absolute, without user info", u.Redacted())
 	case u.Scheme == "https":
 		return nil
-	case u.Scheme == "http" && isLoopback(u.Hostname()):
+	case u.Scheme == "http" && arsia.IsLoopbackHost(u.Hostname()):
 		return nil
 	}
 	return fmt.Errorf("URL %q must be https (plain http only for localhost)", u.Redacted())
-}
-
-func isLoopback(host string) bool {
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // guardTransport refuses every request, redirects included, to a URL that
