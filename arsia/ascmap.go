@@ -1,6 +1,7 @@
 package arsia
 
 import (
+	"strconv"
 	"strings"
 
 	"github.com/custos-runtime/custos/asc"
@@ -201,4 +202,194 @@ func (e *Error) AsASCScope(scope asc.Scope) *asc.Error {
 		ae.Envelope.Retry = r
 	}
 	return ae
+}
+
+// ascOutcome is one row of the "Handler outcomes -> ARSIA errors" table of
+// docs/arsia-errors.md: the wire code that answers a handler failure with
+// this ASC status, and what the sender is told. Both texts are printable
+// ASCII English (NewError refuses anything else).
+type ascOutcome struct {
+	wire string
+	// what says what happened; advice what the sender should do next.
+	what, advice string
+	// noResult marks a status that says nothing final about the action
+	// (it may still be running, or it may have committed): the retry
+	// contract sent is always "not retryable, not safe, side effects
+	// unknown", whatever the producer said.
+	noResult bool
+}
+
+// Advice shared by several rows.
+const (
+	adviceFix        = "Correct the request before sending it again."
+	adviceNoResend   = "Do not send the same request again unchanged."
+	adviceReconcile  = "The action may or may not have taken effect: check its effect before sending a new request for it; resending this message returns this same reply."
+	adviceRetryLater = "A retry may succeed later; follow details.agent_status.retry."
+	adviceReport     = "This is a fault of the receiver or of the service it calls; report it if it persists."
+)
+
+// ascOutcomes maps every registered ASC code. TestFromASCCoversRegistry
+// fails when the registry gains a code that is not here.
+var ascOutcomes = map[asc.Code]ascOutcome{
+	// 1xxx and 2xxx are not failures: a handler that fails with one has
+	// ended without a final result, so nothing is known about its effect.
+	asc.Accepted:            {CodeInternalError, "The action was accepted by the service it calls but no final result was obtained", adviceReconcile, true},
+	asc.Running:             {CodeInternalError, "The action was still running when the receiver stopped waiting for it", adviceReconcile, true},
+	asc.WaitingDependency:   {CodeInternalError, "The action was waiting for a dependency when the receiver stopped waiting for it", adviceReconcile, true},
+	asc.RetryScheduled:      {CodeInternalError, "The service the action calls scheduled another attempt but no final result was obtained", adviceReconcile, true},
+	asc.Success:             {CodeInternalError, "The action reported success together with a failure", adviceReconcile, true},
+	asc.SuccessWithWarnings: {CodeInternalError, "The action reported success together with a failure", adviceReconcile, true},
+	asc.PartialSuccess:      {CodeInternalError, "Part of the action succeeded and part failed", adviceReconcile, true},
+	asc.NoActionRequired:    {CodeInternalError, "The action reported that nothing was needed together with a failure", adviceReconcile, true},
+
+	// 3xxx: the service the action calls needs something the receiver
+	// cannot supply in this exchange. The call cannot be resumed here, so
+	// these are the "non-resumable synchronous" case of ASC's HTTP
+	// suggestions (409), except authentication (see 3003).
+	asc.HumanInputRequired:     {CodeConflict, "The service the action calls needs more information from a person", "Send a new request that supplies the missing information; resending this one will not help.", false},
+	asc.HumanApprovalRequired:  {CodeConflict, "The service the action calls is waiting for a human approval", "Send the request again only after the approval has been given there.", false},
+	asc.AuthenticationRequired: {CodeForbidden, "The service the action calls requires authentication or credentials that the receiver does not hold", "Resending will not help until those credentials are provided; your own signature and token were accepted.", false},
+	asc.Cancelled:              {CodeConflict, "The action was cancelled before it completed", "Check what it did before sending a new request for it.", false},
+
+	// 4xxx: the request, as it stands, is refused.
+	asc.InvalidRequest:        {CodeInvalidRequest, "The service the action calls refused the request as invalid", adviceFix, false},
+	asc.FailedPrecondition:    {CodeConflict, "The action cannot run in the current state", "Repair the state (for an approved action whose approval no longer covers it: ask for a new approval) before sending it again.", false},
+	asc.PermissionDenied:      {CodeForbidden, "The action was refused: it is not permitted", adviceNoResend, false},
+	asc.GuardrailBlocked:      {CodeForbidden, "A policy or safety control blocked the action", adviceNoResend, false},
+	asc.PolicyRedacted:        {CodeForbidden, "Policy withheld the result of the action", adviceNoResend, false},
+	asc.Conflict:              {CodeConflict, "The action conflicts with the current state of the service it calls", "Read the current state and send a new request that accounts for it.", false},
+	asc.NotFound:              {CodeNotFound, "Something the action needs could not be found", adviceNoResend, false},
+	asc.UnsupportedCapability: {CodeNotImplemented, "The service the action calls does not implement it", adviceNoResend, false},
+
+	// 5xxx: transient failures.
+	asc.RetryableError:        {CodeServiceUnavailable, "The action failed with a transient error", adviceRetryLater, false},
+	asc.RateLimited:           {CodeRateLimited, "The service the action calls is rate limited", "Retry after details.retry_after_seconds, if given.", false},
+	asc.ResourceExhausted:     {CodeServiceUnavailable, "A resource or quota the action needs is exhausted", adviceRetryLater, false},
+	asc.DependencyUnavailable: {CodeServiceUnavailable, "The service the action calls is unavailable", adviceRetryLater, false},
+	asc.Timeout:               {CodeServiceUnavailable, "The action did not complete in time", adviceRetryLater, false},
+	asc.ToolExecutionFailed:   {CodeInternalError, "The service the action calls accepted it and then failed", "Check details.agent_status.retry.side_effect_state before sending a new request.", false},
+	asc.AbortedConcurrency:    {CodeConflict, "The action was aborted by a concurrent change", "Read the current state and send a new request that accounts for it.", false},
+
+	// 6xxx: fatal or indeterminate.
+	asc.FatalError:            {CodeInternalError, "The action failed", adviceReport, false},
+	asc.InternalError:         {CodeInternalError, "The action failed on an internal error", adviceReport, false},
+	asc.ModelBehaviourError:   {CodeInternalError, "A model taking part in the action produced an invalid step", adviceReport, false},
+	asc.DataLoss:              {CodeInternalError, "State or evidence the action needs was lost or corrupted", adviceReport, false},
+	asc.MaxIterationsExceeded: {CodeInternalError, "The action exhausted its step budget", adviceReport, false},
+	asc.ResultStateUnknown:    {CodeInternalError, "It is not known whether the action took effect", adviceReconcile, true},
+
+	// 7xxx: the result failed a verification and is withheld.
+	asc.OutputUnverified:       {CodeInternalError, "The result of the action could not be verified and is withheld", adviceReport, false},
+	asc.LowConfidence:          {CodeInternalError, "The result of the action fell below a quality threshold and is withheld", adviceReport, false},
+	asc.HallucinationSuspected: {CodeInternalError, "The result of the action is suspected to be unsupported and is withheld", adviceReport, false},
+	asc.HallucinationDetected:  {CodeInternalError, "The result of the action was found to be unsupported and is withheld", adviceReport, false},
+	asc.ProvenanceIncomplete:   {CodeInternalError, "The provenance of the result of the action is incomplete; the result is withheld", adviceReport, false},
+	asc.IntegrityCheckFailed:   {CodeInternalError, "The answer of the service the action calls failed an integrity check and is withheld", "Check details.agent_status.retry.side_effect_state before sending a new request.", false},
+
+	// 8xxx are events only and never a primary outcome.
+	asc.PromptCacheHit:  {CodeInternalError, "The action ended with an event instead of an outcome", adviceReconcile, true},
+	asc.PromptCacheMiss: {CodeInternalError, "The action ended with an event instead of an outcome", adviceReconcile, true},
+	asc.FallbackUsed:    {CodeInternalError, "The action ended with an event instead of an outcome", adviceReconcile, true},
+	asc.RetryAttempted:  {CodeInternalError, "The action ended with an event instead of an outcome", adviceReconcile, true},
+}
+
+// classOutcome is the row of a code the registry does not know, by its
+// first digit (ASC §4.2 rule 6).
+func classOutcome(c asc.Code) ascOutcome {
+	switch asc.ClassOf(c) {
+	case asc.ClassInterrupted:
+		return ascOutcome{CodeConflict, "The service the action calls needs something the receiver cannot supply", adviceNoResend, false}
+	case asc.ClassRequestOrPolicy:
+		return ascOutcome{CodeInvalidRequest, "The action was refused", adviceNoResend, false}
+	case asc.ClassTransientFailure:
+		return ascOutcome{CodeServiceUnavailable, "The action failed with a transient error", adviceRetryLater, false}
+	case asc.ClassFatalOrIndeterminate, asc.ClassQualityOrVerification:
+		return ascOutcome{CodeInternalError, "The action failed", adviceReport, false}
+	}
+	// Lifecycle, success, event, extension and out-of-range codes say
+	// nothing final about the action.
+	return ascOutcome{CodeInternalError, "The action ended without a known outcome", adviceReconcile, true}
+}
+
+// maxRetryAfterMS caps the delay FromASC passes on (one day), so that a
+// service cannot park a sender for ever.
+const maxRetryAfterMS = 24 * 60 * 60 * 1000
+
+// FromASC is the opposite of ToASC: the ARSIA error that answers a handler
+// (execution) failure reported with the ASC status env, through the one
+// table of docs/arsia-errors.md ("Handler outcomes -> ARSIA errors"). Every
+// registered code has a row; an unregistered one is mapped by its class.
+//
+// The error's Code is the wire code; its Description says what happened
+// and what the sender should do, naming the ASC code; its Details carry
+//
+//	agent_status: {code, name (registered codes), retry?}
+//
+// where retry is the ASC retry contract reduced to retryable, safe,
+// after_ms and side_effect_state. Statuses that say nothing final about
+// the action (6005 RESULT_STATE_UNKNOWN, and 1xxx, 2xxx, 8xxx or
+// unclassifiable codes used as a failure) always carry retry {retryable:
+// false, safe: false, side_effect_state: unknown}: the sender must
+// reconcile before repeating the action. A contract whose side effects are
+// possible or unknown is never passed on as safe. A delay (after_ms) also
+// becomes details.retry_after_seconds, and not_implemented carries the
+// supported_versions ARSIA requires.
+//
+// Nothing else of env (messages, details, causes) is copied: it may hold
+// text from the service the handler called.
+func FromASC(env asc.Envelope) *Error {
+	code := env.Status.Code
+	row, ok := ascOutcomes[code]
+	if !ok {
+		row = classOutcome(code)
+	}
+	status := map[string]any{"code": int(code)}
+	label := "ASC " + strconv.Itoa(int(code))
+	if name := code.Name(); name != "" {
+		status["name"] = name
+		label += " " + name
+	}
+	details := map[string]any{"agent_status": status}
+	if r := retryDetails(env.Retry, row.noResult); r != nil {
+		status["retry"] = r
+		if ms, ok := r["after_ms"].(int64); ok {
+			details["retry_after_seconds"] = (ms + 999) / 1000
+		}
+	}
+	if row.wire == CodeNotImplemented {
+		sv := SupportedVersions()
+		details["supported_versions"] = map[string]any{"min": sv.Min.String(), "max": sv.Max.String()}
+	}
+	return &Error{
+		Code:        row.wire,
+		Description: row.what + " (" + label + "). " + row.advice,
+		Details:     details,
+	}
+}
+
+// retryDetails reduces an ASC retry contract to what FromASC passes on, or
+// nil when there is none to pass.
+func retryDetails(r *asc.Retry, noResult bool) map[string]any {
+	if noResult {
+		state := asc.SideEffectUnknown
+		if r != nil && r.SideEffectState == asc.SideEffectPossible {
+			state = asc.SideEffectPossible
+		}
+		return map[string]any{"retryable": false, "safe": false, "side_effect_state": string(state)}
+	}
+	if r == nil {
+		return nil
+	}
+	out := map[string]any{"retryable": r.Retryable, "safe": r.Safe}
+	switch r.SideEffectState {
+	case asc.SideEffectNone, asc.SideEffectConfirmed:
+		out["side_effect_state"] = string(r.SideEffectState)
+	case asc.SideEffectPossible, asc.SideEffectUnknown:
+		out["side_effect_state"] = string(r.SideEffectState)
+		out["safe"] = false
+	}
+	if r.AfterMS > 0 {
+		out["after_ms"] = min(r.AfterMS, maxRetryAfterMS)
+	}
+	return out
 }
