@@ -33,6 +33,10 @@ type InboxOptions struct {
 	PublicURL string
 	// Ready reports whether the gateway can serve (its stores answer).
 	Ready func(context.Context) error
+	// Limits, when set, are the transport limits in front of the inbox
+	// (Limits.Handler, Limits.Listener): the inbox counts its own
+	// refusals there and /metrics reports them.
+	Limits *Limits
 }
 
 // NewInbox returns the handler of
@@ -46,7 +50,8 @@ type InboxOptions struct {
 //	GET  /metrics                      Prometheus text format
 //
 // The inbox accepts only application/arsia+json (v=1 when the parameter is
-// given): anything else is 415; a body over MaxBody is 413.
+// given): anything else is 415; a body over MaxBody is 413, one that does
+// not arrive within the read deadline 408.
 func NewInbox(o InboxOptions) (http.Handler, error) {
 	if o.Gateway == nil {
 		return nil, errors.New("httpapi: inbox without a gateway")
@@ -61,10 +66,8 @@ func NewInbox(o InboxOptions) (http.Handler, error) {
 			problem(w, asc.InvalidRequest, http.StatusUnsupportedMediaType, "Send ARSIA messages as application/arsia+json; v=1.")
 			return
 		}
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, o.MaxBody))
-		if err != nil {
-			problem(w, asc.InvalidRequest, http.StatusRequestEntityTooLarge,
-				"The message is larger than "+strconv.FormatInt(o.MaxBody, 10)+" bytes, the most this gateway accepts.")
+		body, ok := readInboxBody(w, r, o.MaxBody, o.Limits)
+		if !ok {
 			return
 		}
 		writeReply(w, o.Gateway.Receive(r.Context(), gateway.Inbound{Body: body,
@@ -111,6 +114,7 @@ func NewInbox(o InboxOptions) (http.Handler, error) {
 			problem(w, asc.DependencyUnavailable, http.StatusServiceUnavailable, "Metrics unavailable: "+err.Error())
 			return
 		}
+		o.Limits.WriteMetrics(&buf)
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 		_, _ = w.Write(buf.Bytes())
 	})

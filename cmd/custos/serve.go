@@ -214,8 +214,12 @@ func serve(ctx context.Context, cfg config.Config, out, errOut io.Writer) error 
 	if err != nil {
 		return err
 	}
+	limits, err := newTransportLimits(cfg, logger)
+	if err != nil {
+		return err
+	}
 	inbox, err := httpapi.NewInbox(httpapi.InboxOptions{Gateway: gw, MaxBody: cfg.MaxBody, Metadata: mdJSON, JWKS: jwks, PublicURL: cfg.PublicURL,
-		Ready: func(ctx context.Context) error { _, err := st.EventsAfter(ctx, aais.MaxSequence, 1); return err }})
+		Ready: func(ctx context.Context) error { _, err := st.EventsAfter(ctx, aais.MaxSequence, 1); return err }, Limits: limits})
 	if err != nil {
 		return err
 	}
@@ -255,8 +259,11 @@ func serve(ctx context.Context, cfg config.Config, out, errOut io.Writer) error 
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
-		IdleTimeout: 120 * time.Second, ErrorLog: slog.NewLogLogger(level, slog.LevelWarn)}
+	// The transport limits come first: a refused caller costs no body
+	// read, no signature check and no durable write.
+	ln = limits.Listener(ln)
+	srv := &http.Server{Handler: limits.Handler(mux), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+		IdleTimeout: 120 * time.Second, MaxHeaderBytes: cfg.Limits.HeaderBytes, ErrorLog: slog.NewLogLogger(level, slog.LevelWarn)}
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	runDone := make(chan error, 1)
@@ -291,6 +298,24 @@ func serve(ctx context.Context, cfg config.Config, out, errOut io.Writer) error 
 		return serveErr
 	}
 	return nil
+}
+
+// newTransportLimits builds the limits of cfg.Limits. A body of unknown
+// length reserves the most any endpoint reads: max_body, or the 1 MiB a
+// submitted approval request may be, within the cap on bytes in flight.
+func newTransportLimits(cfg config.Config, logger *slog.Logger) (*httpapi.Limits, error) {
+	l := cfg.Limits
+	exempt, err := l.PerAddress.ExemptPrefixes()
+	if err != nil {
+		return nil, fmt.Errorf("limits.per_address.exempt: %w", err)
+	}
+	unknown := max(cfg.MaxBody, 1<<20)
+	if l.BodyBytesInFlight > 0 {
+		unknown = min(unknown, l.BodyBytesInFlight)
+	}
+	return httpapi.NewLimits(httpapi.LimitsOptions{PerSecond: l.PerAddress.PerSecond, Burst: l.PerAddress.Burst,
+		Tracked: l.PerAddress.Tracked, Exempt: exempt, Connections: l.Connections, ConnectionsPerAddress: l.PerAddress.Connections,
+		BodyBytes: l.BodyBytesInFlight, BodyWait: l.BodyWait, MaxBody: unknown, BodyTimeout: l.BodyTimeout, Logger: logger})
 }
 
 // gatewayKey loads the gateway's signing key from DATA/gateway.key.jwk.json,

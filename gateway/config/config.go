@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -86,6 +87,102 @@ type Config struct {
 	RateLimit RateLimit `yaml:"rate_limit"`
 	// Tokens says which access tokens the inbox demands (tokens.go).
 	Tokens Tokens `yaml:"tokens"`
+	// Limits bounds what a caller costs before it is authenticated.
+	Limits Limits `yaml:"limits"`
+}
+
+// Limits bounds what the transport spends on a caller before its request
+// is authenticated (docs/security.md): a rate and a connection cap per
+// client address, a cap on open connections, on the bytes of request
+// bodies in flight, and on how long a body may take to arrive. 0
+// disables each cap.
+type Limits struct {
+	// PerAddress limits each client address (an IPv4 address; an IPv6
+	// address by its /64).
+	PerAddress PerAddressLimits `yaml:"per_address"`
+	// Connections caps the open connections; past it new ones wait in
+	// the kernel's backlog.
+	Connections int `yaml:"connections"`
+	// BodyBytesInFlight caps the bytes of the request bodies being read
+	// or handled (each reserves its Content-Length, max_body when
+	// unknown); a request that finds no room within BodyWait gets 503
+	// with Retry-After. At least max_body when set.
+	BodyBytesInFlight int64         `yaml:"body_bytes_in_flight"`
+	BodyWait          time.Duration `yaml:"body_wait"`
+	// BodyTimeout is how long a request body may take to arrive (408
+	// past it).
+	BodyTimeout time.Duration `yaml:"body_timeout"`
+	// HeaderBytes caps a request's header (431 above it).
+	HeaderBytes int `yaml:"header_bytes"`
+}
+
+// PerAddressLimits is a token bucket of Burst requests refilled at
+// PerSecond for each client address, checked before anything is read,
+// over at most Tracked addresses (the least recently seen forgotten
+// first), and a cap of Connections open connections per address.
+// Exempt lists the addresses (CIDR prefixes or single addresses) neither
+// applies to.
+type PerAddressLimits struct {
+	PerSecond   float64  `yaml:"per_second"`
+	Burst       int      `yaml:"burst"`
+	Tracked     int      `yaml:"tracked"`
+	Connections int      `yaml:"connections"`
+	Exempt      []string `yaml:"exempt"`
+}
+
+// ExemptPrefixes parses Exempt; a single address is its own prefix.
+func (p PerAddressLimits) ExemptPrefixes() ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, s := range p.Exempt {
+		if pr, err := netip.ParsePrefix(s); err == nil {
+			if pr.Addr().Is4In6() {
+				return nil, fmt.Errorf("%q: write an IPv4 prefix as IPv4", s)
+			}
+			out = append(out, pr.Masked())
+			continue
+		}
+		a, err := netip.ParseAddr(s)
+		if err != nil || a.Zone() != "" {
+			return nil, fmt.Errorf("%q is neither an address nor a CIDR prefix", s)
+		}
+		a = a.Unmap()
+		out = append(out, netip.PrefixFrom(a, a.BitLen()))
+	}
+	return out, nil
+}
+
+func (l Limits) check(maxBody int64) []error {
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf("limits."+format, a...)) }
+	p := l.PerAddress
+	if p.PerSecond < 0 || p.Burst < 0 || (p.PerSecond > 0 && p.Burst == 0) {
+		bad("per_address: per_second and burst must be >= 0, and burst > 0 when a rate is set")
+	}
+	if p.Tracked < 0 || (p.PerSecond > 0 && p.Tracked == 0) || p.Tracked > 1<<24 {
+		bad("per_address.tracked %d: want 1 to %d addresses when a rate is set", p.Tracked, 1<<24)
+	}
+	if p.Connections < 0 {
+		bad("per_address.connections %d: negative", p.Connections)
+	}
+	if _, err := p.ExemptPrefixes(); err != nil {
+		bad("per_address.exempt: %v", err)
+	}
+	if l.Connections < 0 {
+		bad("connections %d: negative", l.Connections)
+	}
+	if l.BodyBytesInFlight < 0 || (l.BodyBytesInFlight > 0 && l.BodyBytesInFlight < maxBody) {
+		bad("body_bytes_in_flight %d: want 0 (no cap) or at least max_body (%d)", l.BodyBytesInFlight, maxBody)
+	}
+	if l.BodyWait < 0 {
+		bad("body_wait %s: negative", l.BodyWait)
+	}
+	if l.BodyTimeout < 0 {
+		bad("body_timeout %s: negative", l.BodyTimeout)
+	}
+	if l.HeaderBytes < 4<<10 || l.HeaderBytes > 1<<20 {
+		bad("header_bytes %d: want 4 KiB to 1 MiB", l.HeaderBytes)
+	}
+	return errs
 }
 
 // RateLimit bounds each sender: a bucket of Burst requests refilled at
@@ -281,6 +378,12 @@ func Default() Config {
 		MaxBody:   DefaultMaxBody,
 		Oversight: Oversight{TTL: DefaultApprovalTT, ReviewWithin: 24 * time.Hour},
 		RateLimit: RateLimit{PerSecond: 20, Burst: 40},
+		Limits: Limits{
+			PerAddress: PerAddressLimits{PerSecond: 100, Burst: 200, Tracked: 16384, Connections: 128,
+				Exempt: []string{"127.0.0.0/8", "::1"}},
+			Connections: 1024, BodyBytesInFlight: 16 << 20, BodyWait: 2 * time.Second, BodyTimeout: 10 * time.Second,
+			HeaderBytes: 64 << 10,
+		},
 	}
 }
 
@@ -512,6 +615,7 @@ func (c *Config) Check() error {
 	if c.RateLimit.PerSecond < 0 || c.RateLimit.Burst < 0 || (c.RateLimit.PerSecond > 0 && c.RateLimit.Burst == 0) {
 		bad("rate_limit: per_second and burst must be >= 0, and burst > 0 when a rate is set")
 	}
+	errs = append(errs, c.Limits.check(c.MaxBody)...)
 	if len(errs) == 0 {
 		return nil
 	}
