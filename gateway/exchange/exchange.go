@@ -125,6 +125,12 @@ type Exchange struct {
 	// Decision is the signed approval_decision envelope, once the
 	// approval resolved; nil before and when none was needed.
 	Decision json.RawMessage
+	// Request is the AAIS approval request (its JSON) the gateway submits
+	// for an exchange that waits for a human, recorded by Create in the
+	// same write as the exchange, so that a gateway stopped between the
+	// two writes finishes the submission from it; nil when none. It needs
+	// an ApprovalID and never changes.
+	Request json.RawMessage
 	// Idempotency, given to Create, records the request's idempotency key
 	// in the same write (see Idempotency). It is not read back.
 	Idempotency *Idempotency
@@ -234,14 +240,14 @@ func (s *Store) Path() string { return s.db.Path() }
 func (s *Store) Instance() string { return s.instance }
 
 const columns = `id, sender, message_id, correlation_id, capability, approval_id, action_digest,
-	state, reply, reply_status, claimed_by, created_at, updated_at, deadline, decision, trace_id`
+	state, reply, reply_status, claimed_by, created_at, updated_at, deadline, decision, trace_id, request`
 
 const (
 	qByID   = "SELECT " + columns + " FROM exchanges WHERE id = ?"
 	qByKey  = "SELECT " + columns + " FROM exchanges WHERE sender = ? AND message_id = ?"
 	qInsert = `INSERT INTO exchanges (id, sender, message_id, correlation_id, capability, approval_id,
-		action_digest, state, reply, reply_status, claimed_by, created_at, updated_at, deadline, trace_id)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, 0, ?, ?, ?, ?, ?)
+		action_digest, state, reply, reply_status, claimed_by, created_at, updated_at, deadline, trace_id, request)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, 0, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (id) DO NOTHING`
 	qUpdate = `UPDATE exchanges SET state = ?, reply = ?, reply_status = ?, approval_id = ?,
 		action_digest = ?, deadline = ?, claimed_by = ?, updated_at = ?, decision = ?
@@ -261,6 +267,8 @@ var hotQueries = []string{qByID, qByKey, qInsert, qUpdate, qIdemGet, qIdemPut}
 const (
 	MaxID   = 256
 	MaxText = 1024
+	// MaxRequest bounds an exchange's recorded approval request.
+	MaxRequest = 4 << 20
 )
 
 // NewInstance returns a random Options.Instance ("store_" and 32 hex
@@ -352,11 +360,11 @@ func scan(r scanner) (Exchange, error) {
 	var (
 		x                          Exchange
 		state                      string
-		reply, decision            []byte
+		reply, decision, request   []byte
 		created, updated, deadline int64
 	)
 	err := r.Scan(&x.ID, &x.Sender, &x.MessageID, &x.CorrelationID, &x.Capability, &x.ApprovalID,
-		&x.ActionDigest, &state, &reply, &x.ReplyStatus, &x.ClaimedBy, &created, &updated, &deadline, &decision, &x.TraceID)
+		&x.ActionDigest, &state, &reply, &x.ReplyStatus, &x.ClaimedBy, &created, &updated, &deadline, &decision, &x.TraceID, &request)
 	if err != nil {
 		return Exchange{}, err
 	}
@@ -369,6 +377,9 @@ func scan(r scanner) (Exchange, error) {
 	}
 	if decision != nil {
 		x.Decision = json.RawMessage(decision)
+	}
+	if request != nil {
+		x.Request = json.RawMessage(request)
 	}
 	x.CreatedAt, x.UpdatedAt, x.Deadline = FromNanos(created), FromNanos(updated), FromNanos(deadline)
 	return x, nil
@@ -436,7 +447,7 @@ func (s *Store) Create(ctx context.Context, x Exchange) (stored Exchange, create
 		// lock; only the id can clash.
 		res, err := tx.ExecContext(ctx, qInsert, id, x.Sender, x.MessageID, x.CorrelationID,
 			x.Capability, x.ApprovalID, x.ActionDigest, string(state), claimedBy,
-			now.UnixNano(), now.UnixNano(), ToNanos(x.Deadline), x.TraceID)
+			now.UnixNano(), now.UnixNano(), ToNanos(x.Deadline), x.TraceID, nullBytes(x.Request))
 		if err != nil {
 			return err
 		}
@@ -455,7 +466,7 @@ func (s *Store) Create(ctx context.Context, x Exchange) (stored Exchange, create
 		stored = Exchange{ID: id, Sender: x.Sender, MessageID: x.MessageID, CorrelationID: x.CorrelationID,
 			Capability: x.Capability, ApprovalID: x.ApprovalID, ActionDigest: x.ActionDigest, State: state,
 			ClaimedBy: claimedBy, CreatedAt: FromNanos(now.UnixNano()), UpdatedAt: FromNanos(now.UnixNano()),
-			Deadline: FromNanos(ToNanos(x.Deadline)), TraceID: x.TraceID}
+			Deadline: FromNanos(ToNanos(x.Deadline)), TraceID: x.TraceID, Request: cloneRaw(x.Request)}
 		created = true
 		return nil
 	})
@@ -501,11 +512,21 @@ func CheckNew(x Exchange) error {
 	if len(x.Decision) != 0 {
 		return fmt.Errorf("%w: a new exchange has no decision", ErrInvalid)
 	}
+	if len(x.Request) != 0 {
+		if x.ApprovalID == "" || !json.Valid(x.Request) {
+			return fmt.Errorf("%w: an approval request needs an approval id and must be JSON", ErrInvalid)
+		}
+		if len(x.Request) > MaxRequest {
+			return fmt.Errorf("%w: approval request larger than %d bytes", ErrInvalid, MaxRequest)
+		}
+	}
 	return checkIdempotency(x.Idempotency)
 }
 
 // SameRequest refuses a retry that is not the recorded request
-// (ErrConflict).
+// (ErrConflict): another capability, correlation id or action digest. The
+// id and approval id a retry proposes are the caller's names for a new
+// exchange, not part of the request: a retry gets the recorded ones.
 func SameRequest(old, x Exchange) error {
 	differs := func(a, b string) bool { return a != "" && b != "" && a != b }
 	switch {
@@ -513,8 +534,6 @@ func SameRequest(old, x Exchange) error {
 		return fmt.Errorf("%w: %s/%s was recorded with capability %q", ErrConflict, x.Sender, x.MessageID, old.Capability)
 	case old.CorrelationID != x.CorrelationID:
 		return fmt.Errorf("%w: %s/%s was recorded with correlation id %q", ErrConflict, x.Sender, x.MessageID, old.CorrelationID)
-	case differs(old.ApprovalID, x.ApprovalID):
-		return fmt.Errorf("%w: %s/%s was recorded with approval id %q", ErrConflict, x.Sender, x.MessageID, old.ApprovalID)
 	case differs(old.ActionDigest, x.ActionDigest):
 		return fmt.Errorf("%w: %s/%s was recorded with another action digest", ErrConflict, x.Sender, x.MessageID)
 	}

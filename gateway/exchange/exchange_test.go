@@ -147,7 +147,7 @@ func TestOpenRefusesGarbage(t *testing.T) {
 	if _, err := exchange.Open(t.Context(), filepath.Join(t.TempDir(), "y.db"), &exchange.Options{Instance: "bad\x00"}); !errors.Is(err, exchange.ErrInvalid) {
 		t.Fatalf("bad instance: %v", err)
 	}
-	if exchange.SchemaVersion() != 2 {
+	if exchange.SchemaVersion() != 3 {
 		t.Fatalf("SchemaVersion = %d", exchange.SchemaVersion())
 	}
 }

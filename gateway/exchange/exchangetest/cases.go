@@ -249,11 +249,17 @@ func testCreateIdempotent(t *testing.T, b Backend) {
 	if got, err := s.BySender(ctx, "agent://a", "msg_1"); err != nil || !reflect.DeepEqual(got, fin) {
 		t.Fatalf("BySender: %v %+v", err, got)
 	}
+	// A retry proposing another id and approval id (a gateway names each
+	// attempt afresh) is the recorded request, with the recorded names.
+	renamed := Request("1")
+	renamed.ID, renamed.ApprovalID = "exc_attempt2", "apr_attempt2"
+	if got, created, err := s.Create(ctx, renamed); err != nil || created || got.ID != first.ID || got.ApprovalID != first.ApprovalID {
+		t.Fatalf("renamed retry: created=%v err=%v %+v", created, err, got)
+	}
 	// A different request under the same message id is refused.
 	for _, mod := range []func(*x){
 		func(x *x) { x.Capability = "other" },
 		func(x *x) { x.CorrelationID = "other" },
-		func(x *x) { x.ApprovalID = "other" },
 		func(x *x) { x.ActionDigest = "other" },
 	} {
 		c := Request("1")
@@ -958,5 +964,35 @@ func testDeliveriesGiveUp(t *testing.T, b Backend) {
 	due, err = s.DueDeliveries(ctx, clk.Now().Add(time.Hour), 10)
 	if err != nil || len(due) != 1 || string(due[0].Envelope) != `{"n":2}` || due[0].Attempts != 0 {
 		t.Fatalf("after giving up = %+v %v", due, err)
+	}
+}
+
+// testCreateWithRequest: the approval request recorded with an exchange is
+// kept byte for byte, through transitions and a reopen, and is refused
+// without an approval id or when it is not JSON.
+func testCreateWithRequest(t *testing.T, b Backend) {
+	s := b.New(t, Config{})
+	ctx := t.Context()
+	in := Request("r")
+	in.Request = json.RawMessage(`{"aais_version":"1.0", "id":"apr_r"}`)
+	x, created, err := s.Create(ctx, in)
+	if err != nil || !created || string(x.Request) != string(in.Request) {
+		t.Fatalf("Create: created=%v err=%v request=%s", created, err, x.Request)
+	}
+	x = Move(t, s, x.ID, received, pendingApproval)
+	if b.Reopen != nil {
+		s = b.Reopen(t, s, Config{})
+	}
+	got, err := s.Get(ctx, x.ID)
+	if err != nil || string(got.Request) != string(in.Request) || got.State != pendingApproval {
+		t.Fatalf("Get after a transition: %v %s %s", err, got.State, got.Request)
+	}
+	for _, bad := range []exchange.Exchange{
+		func() exchange.Exchange { c := Request("r2"); c.ApprovalID = ""; c.Request = in.Request; return c }(),
+		func() exchange.Exchange { c := Request("r3"); c.Request = json.RawMessage(`{"a":`); return c }(),
+	} {
+		if _, _, err := s.Create(ctx, bad); !errors.Is(err, exchange.ErrInvalid) {
+			t.Errorf("Create(%s, request %s): %v, want ErrInvalid", bad.MessageID, bad.Request, err)
+		}
 	}
 }

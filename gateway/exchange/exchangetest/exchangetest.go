@@ -99,6 +99,7 @@ func Run(t *testing.T, b Backend) {
 		{"TransitionStale", testTransitionStale, false},
 		{"Validation", testValidation, false},
 		{"CreateIdempotent", testCreateIdempotent, false},
+		{"CreateWithRequest", testCreateWithRequest, true},
 		{"CreateConcurrent", testCreateConcurrent, false},
 		{"CreateClaimed", testCreateClaimed, false},
 		{"ClaimGoroutines", testClaimGoroutines, false},

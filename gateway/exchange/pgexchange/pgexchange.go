@@ -173,15 +173,15 @@ func (s *Store) Schema() string { return s.schema }
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 
 const columns = `id, sender, message_id, correlation_id, capability, approval_id, action_digest,
-	state, reply, reply_status, claimed_by, created_at, updated_at, deadline, decision, trace_id`
+	state, reply, reply_status, claimed_by, created_at, updated_at, deadline, decision, trace_id, request`
 
 const (
 	qByID     = "SELECT " + columns + " FROM exchanges WHERE id = $1"
 	qByIDLock = qByID + " FOR UPDATE"
 	qByKey    = "SELECT " + columns + " FROM exchanges WHERE sender = $1 AND message_id = $2"
 	qInsert   = `INSERT INTO exchanges (id, sender, message_id, correlation_id, capability, approval_id,
-		action_digest, state, reply, reply_status, claimed_by, created_at, updated_at, deadline, trace_id)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, NULL, 0, $9, $10, $11, $12, $13)
+		action_digest, state, reply, reply_status, claimed_by, created_at, updated_at, deadline, trace_id, request)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, NULL, 0, $9, $10, $11, $12, $13, $14)
 		ON CONFLICT (id) DO NOTHING`
 	qUpdate = `UPDATE exchanges SET state = $1, reply = $2, reply_status = $3, approval_id = $4,
 		action_digest = $5, deadline = $6, claimed_by = $7, updated_at = $8, decision = $9
@@ -217,12 +217,12 @@ func scan(r pgx.Row) (exchange.Exchange, error) {
 	var (
 		x                          exchange.Exchange
 		state                      string
-		reply, decision            []byte
+		reply, decision, request   []byte
 		status                     int32
 		created, updated, deadline int64
 	)
 	err := r.Scan(&x.ID, &x.Sender, &x.MessageID, &x.CorrelationID, &x.Capability, &x.ApprovalID,
-		&x.ActionDigest, &state, &reply, &status, &x.ClaimedBy, &created, &updated, &deadline, &decision, &x.TraceID)
+		&x.ActionDigest, &state, &reply, &status, &x.ClaimedBy, &created, &updated, &deadline, &decision, &x.TraceID, &request)
 	if err != nil {
 		return exchange.Exchange{}, err
 	}
@@ -235,6 +235,9 @@ func scan(r pgx.Row) (exchange.Exchange, error) {
 	}
 	if decision != nil {
 		x.Decision = json.RawMessage(decision)
+	}
+	if request != nil {
+		x.Request = json.RawMessage(request)
 	}
 	x.ReplyStatus = int(status)
 	x.CreatedAt, x.UpdatedAt, x.Deadline = exchange.FromNanos(created), exchange.FromNanos(updated), exchange.FromNanos(deadline)
@@ -324,7 +327,7 @@ func (s *Store) Create(ctx context.Context, x exchange.Exchange) (stored exchang
 		}
 		tag, err := tx.Exec(ctx, qInsert, id, x.Sender, x.MessageID, x.CorrelationID,
 			x.Capability, x.ApprovalID, x.ActionDigest, string(state), claimedBy,
-			now.UnixNano(), now.UnixNano(), exchange.ToNanos(x.Deadline), x.TraceID)
+			now.UnixNano(), now.UnixNano(), exchange.ToNanos(x.Deadline), x.TraceID, nullBytes(x.Request))
 		if err != nil {
 			return err
 		}
