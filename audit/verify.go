@@ -32,6 +32,11 @@ const (
 	// ProblemInserted: a record that is not part of the chain sits in it:
 	// two records claim the same seq, and the next one links past it.
 	ProblemInserted ProblemKind = "inserted"
+	// ProblemConflictingApproval: two approval records name one approval
+	// request with different resolutions. The first decision wins, so
+	// this never happens in a log the gateway wrote: a record was forged
+	// or the authority broke its promise.
+	ProblemConflictingApproval ProblemKind = "conflicting_approval"
 )
 
 // Problem is the first inconsistency Verify met.
@@ -91,6 +96,11 @@ type Report struct {
 	// Head is the hash of the last record read; save (LastSeq, Head) as an
 	// Anchor to detect a later truncation.
 	Head string `json:"head,omitempty"`
+	// RepeatedApprovals counts approval records that repeat an earlier one
+	// of the same approval request and resolution: written again by a
+	// gateway that stopped between recording an approval and acting on it,
+	// one approval recorded twice, not a second approval.
+	RepeatedApprovals int `json:"repeated_approvals,omitempty"`
 	// Problem is the first problem found; nil when the chain verifies.
 	Problem *Problem `json:"problem,omitempty"`
 }
@@ -111,7 +121,7 @@ func (r Report) Anchor() Anchor { return Anchor{Seq: r.LastSeq, Hash: r.Head} }
 
 // Verifier checks a chain fed to it record by record, in storage order;
 // Log.Verify and VerifyJSONL use it. It keeps O(1) state besides the
-// anchors.
+// anchors and one entry per approval request.
 type Verifier struct {
 	rep     Report
 	anchors map[uint64]string
@@ -127,6 +137,9 @@ type Verifier struct {
 	missLo, missHi uint64
 	lastRedacted   bool
 	partial        bool
+	// approvals maps each approval request id seen in an approval record
+	// to its resolution id.
+	approvals map[string]string
 }
 
 // NewVerifier returns a Verifier for a chain that starts at seq 1.
@@ -178,6 +191,7 @@ func (v *Verifier) Add(key uint64, data []byte) {
 		}
 	}
 	v.check(&rec)
+	v.approval(&rec)
 	v.ppHash, v.prevHash, v.prevSeq, v.prevRedacted = v.prevHash, rec.Hash, rec.Seq, rec.Redacted
 	v.expect = max(v.expect, rec.Seq+1)
 	v.lastRedacted = rec.Redacted
@@ -246,6 +260,27 @@ func (v *Verifier) check(rec *Record) {
 		default:
 			v.fail(ProblemReordered, rec.Seq, 0, "record %d is stored after record %d", rec.Seq, v.prevSeq)
 		}
+	}
+}
+
+// approval tells a repeated approval record (same request, same
+// resolution) from a conflicting one (same request, another resolution).
+func (v *Verifier) approval(rec *Record) {
+	if rec.Kind != KindApproval || rec.Redacted || rec.RequestID == "" {
+		return
+	}
+	if v.approvals == nil {
+		v.approvals = map[string]string{}
+	}
+	prev, ok := v.approvals[rec.RequestID]
+	switch {
+	case !ok:
+		v.approvals[rec.RequestID] = rec.ResolutionID
+	case prev == rec.ResolutionID:
+		v.rep.RepeatedApprovals++
+	default:
+		v.fail(ProblemConflictingApproval, rec.Seq, 0, "approval request %s has resolution %s here and %s in an earlier record",
+			rec.RequestID, rec.ResolutionID, prev)
 	}
 }
 
