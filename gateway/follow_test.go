@@ -18,9 +18,9 @@ func TestExchangeOfApproval(t *testing.T) {
 		"req_0123":        "",
 		"":                "",
 	} {
-		got, ok := exchangeOfApproval(in)
+		got, ok := ExchangeOfApproval(in)
 		if got != want || ok != (want != "") {
-			t.Errorf("exchangeOfApproval(%q) = %q, %v; want %q", in, got, ok, want)
+			t.Errorf("ExchangeOfApproval(%q) = %q, %v; want %q", in, got, ok, want)
 		}
 	}
 }

@@ -32,7 +32,6 @@ import (
 	"math"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -119,6 +118,8 @@ type Gateway struct {
 	// is moving on (resumeOne).
 	resuming sync.Map
 	metrics  metrics
+	// logSample counts unauthenticated refusals, for sampled logging.
+	logSample atomic.Uint64
 }
 
 // New checks o and returns a Gateway.
@@ -259,6 +260,11 @@ func (g *Gateway) Receive(ctx context.Context, in Inbound) Reply {
 	if g.o.Logger.Enabled(ctx, slog.LevelInfo) {
 		attrs := []slog.Attr{slog.Int("status", rep.Status), slog.String("result", result),
 			slog.Duration("took", time.Since(start))}
+		if !who.verified {
+			// Unauthenticated traffic is counted, and logged sampled
+			// (unauthenticated), not a line each.
+			return rep
+		}
 		for _, a := range [][2]string{{"sender", who.from}, {"message_id", who.msgID}, {"exchange", rep.ExchangeID}, {"trace_id", who.trace}} {
 			if a[1] != "" {
 				attrs = append(attrs, slog.String(a[0], a[1]))
@@ -269,8 +275,13 @@ func (g *Gateway) Receive(ctx context.Context, in Inbound) Reply {
 	return rep
 }
 
-// requestInfo is what the request log says of a request.
-type requestInfo struct{ from, msgID, trace string }
+// requestInfo is what the request log says of a request: the claimed
+// sender and message id, bounded and escaped (logText), and whether the
+// signature verified.
+type requestInfo struct {
+	from, msgID, trace string
+	verified           bool
+}
 
 // resultLabel names how a request was answered, for the metrics.
 func resultLabel(r Reply) string {
@@ -291,16 +302,46 @@ func (g *Gateway) receive(ctx context.Context, in Inbound, who *requestInfo) Rep
 	now := g.o.Now()
 	env, err := sig.DecodeEnvelope(in.Body)
 	if err != nil {
-		return Reply{Status: 400, Problem: asc.Errorf(asc.InvalidRequest, asc.ScopeTask, "The body is not an ARSIA envelope: %v", err)}
+		// The decoder's words may quote the body: none of it goes back.
+		g.metrics.inc("custos_unauthenticated_total", "malformed")
+		return Reply{Status: 400, Problem: asc.Errorf(asc.InvalidRequest, asc.ScopeTask,
+			"The body is not an ARSIA envelope (strict JSON, one object, no duplicate keys).")}
 	}
 	ctx = withTrace(ctx, envelopeTrace(env))
 	from, _ := env["from"].(string)
 	msgID, _ := env["id"].(string)
-	*who = requestInfo{from, msgID, traceOf(ctx)}
+	*who = requestInfo{from: logText(from), msgID: logText(msgID), trace: traceOf(ctx)}
 	if !arsia.ValidAgentID(from) || msgID == "" {
+		g.metrics.inc("custos_unauthenticated_total", "malformed")
 		return Reply{Status: 400, Problem: asc.Errorf(asc.InvalidRequest, asc.ScopeTask, "The envelope names no valid sender or message id.")}
 	}
-	rec := audit.Record{Kind: audit.KindReceived, MessageID: msgID, Sender: from, Recipient: g.o.Agent, TraceID: traceOf(ctx)}
+
+	// 2 identity: until the signature verifies, the request is nobody's.
+	// Nothing durable is written for it, and the answer is neither signed
+	// nor addressed to the claimed sender, nor says which check failed
+	// (unknown key, bad signature, revoked key): see docs/security.md.
+	v, err := sig.Verify(ctx, env, g.o.Keys, sig.VerifyOptions{Algorithms: g.o.Algorithms, Now: g.o.Now})
+	if err != nil {
+		return g.unauthenticated(ctx, who, err)
+	}
+	env = v.Envelope
+	who.verified = true
+	// Limited per verified sender: a forged "from" cannot use up another
+	// agent's allowance. A refusal is counted, not audited.
+	ok, wait, err := g.limiter.Allow(ctx, from, now)
+	if err != nil {
+		return g.errorReply(ctx, from, msgID, &arsia.Error{Code: arsia.CodeServiceUnavailable, Description: "The rate limiter is unavailable; retry later.", Err: err}, now)
+	}
+	if !ok {
+		rep := g.errorReply(ctx, from, msgID, &arsia.Error{Code: arsia.CodeRateLimited, Description: "Too many requests from this sender; retry later.",
+			Details: map[string]any{"retry_after_seconds": math.Ceil(wait.Seconds())}}, now)
+		rep.RetryAfter = wait
+		return rep
+	}
+
+	// The message id is bounded here: validation, which bounds it, comes
+	// after freshness.
+	rec := audit.Record{Kind: audit.KindReceived, MessageID: cut(msgID, maxLogged), Sender: from, Recipient: g.o.Agent, TraceID: traceOf(ctx)}
 	if h, err := compliance.PayloadHash(env); err == nil {
 		rec.PayloadHash = "sha256:" + h
 	}
@@ -317,48 +358,35 @@ func (g *Gateway) receive(ctx context.Context, in Inbound, who *requestInfo) Rep
 		return g.errorReply(ctx, from, msgID, e, now)
 	}
 
-	// 2 identity
-	v, err := sig.Verify(ctx, env, g.o.Keys, sig.VerifyOptions{Algorithms: g.o.Algorithms, Now: g.o.Now})
-	if err != nil {
-		return fail(&arsia.Error{Code: arsia.CodeUnauthorized, Description: "The signature could not be verified: " + err.Error(), Err: err})
+	// 3 structure: freshness first (Core §8.3: a stale or future message
+	// is refused before anything else is read of it), then the version
+	// (Core §7.4, so a newer agent learns which versions this one speaks).
+	if e := checkFreshness(env, g.o.Profiles, now); e != nil {
+		return fail(e)
 	}
-	env = v.Envelope
-	// Limited per verified sender: a forged "from" cannot use up another
-	// agent's allowance.
-	ok, wait, err := g.limiter.Allow(ctx, from, now)
-	if err != nil {
-		return fail(&arsia.Error{Code: arsia.CodeServiceUnavailable, Description: "The rate limiter is unavailable; retry later.", Err: err})
-	}
-	if !ok {
-		rep := fail(&arsia.Error{Code: arsia.CodeRateLimited, Description: "Too many requests from " + from + "; retry later.",
-			Details: map[string]any{"retry_after_seconds": math.Ceil(wait.Seconds())}})
-		rep.RetryAfter = wait
-		return rep
-	}
-	// 3 structure: the version first (Core §7.4), so a newer agent learns
-	// which versions this one speaks.
 	if v, ok := env["v"].(string); ok {
 		minV, _ := env["min_v"].(string)
 		if err := arsia.Negotiate(v, minV, arsia.SupportedVersions()); err != nil {
 			var ae *arsia.Error
 			if !errors.As(err, &ae) {
-				ae = &arsia.Error{Code: arsia.CodeInvalidRequest, Description: err.Error()}
+				ae = &arsia.Error{Code: arsia.CodeInvalidRequest, Description: "Unsupported protocol version."}
 			}
 			return fail(ae)
 		}
 	}
 	if issues := arsia.ErrorIssues(arsia.Validate(env, arsia.ValidateOptions{Profiles: g.o.Profiles})); len(issues) > 0 {
-		return fail(&arsia.Error{Code: arsia.CodeInvalidRequest, Description: issues[0].Message})
+		return fail(issueError(issues[0]))
 	}
 	rec.Profile, _ = profileName(env, g.o.Profiles)
 	oversight := compliance.EffectiveOversight(env, g.o.Profiles)
 	rec.Oversight = string(oversight)
 	// 4 authorize
 	if to, _ := env["to"].(string); to != g.o.Agent {
-		return fail(&arsia.Error{Code: arsia.CodeInvalidRequest, Description: "This gateway is " + g.o.Agent + ", not " + to + "."})
+		return fail(&arsia.Error{Code: arsia.CodeInvalidRequest, Description: "This gateway is " + g.o.Agent + "; the message is addressed to another agent.",
+			Details: map[string]any{"pointer": "/to"}})
 	}
 	if intent, _ := env["intent"].(string); intent != string(arsia.IntentRequest) {
-		return fail(&arsia.Error{Code: arsia.CodeInvalidRequest, Description: "Only request messages are accepted here."})
+		return fail(&arsia.Error{Code: arsia.CodeInvalidRequest, Description: "Only request messages are accepted here.", Details: map[string]any{"pointer": "/intent"}})
 	}
 	call, err := callOf(env)
 	if err != nil {
@@ -385,7 +413,7 @@ func (g *Gateway) receive(ctx context.Context, in Inbound, who *requestInfo) Rep
 	// holds; the first one, the call itself, must be among them.
 	effective, _ := arsia.DowngradeCapabilities(requested, scope)
 	if len(effective) == 0 || effective[0] != call.Capability {
-		return fail(&arsia.Error{Code: arsia.CodeForbidden, Description: "The sender holds no grant for " + call.Capability + ".",
+		return fail(&arsia.Error{Code: arsia.CodeForbidden, Description: "The sender holds no grant for " + quoteText(call.Capability) + ".",
 			Details: map[string]any{"reason": "capability_not_granted", "capability": call.Capability}})
 	}
 	var downgraded []string
@@ -394,7 +422,7 @@ func (g *Gateway) receive(ctx context.Context, in Inbound, who *requestInfo) Rep
 	}
 	h, ok := g.o.Handlers[call.Capability]
 	if !ok {
-		return fail(&arsia.Error{Code: arsia.CodeNotFound, Description: "No handler serves " + call.Capability + "."})
+		return fail(&arsia.Error{Code: arsia.CodeNotFound, Description: "No handler serves " + quoteText(call.Capability) + "."})
 	}
 	desc, err := h.Describe(call)
 	if err != nil {
@@ -424,11 +452,20 @@ func (g *Gateway) receive(ctx context.Context, in Inbound, who *requestInfo) Rep
 			Key: idem.Scope.Key, Fingerprint: idem.Fingerprint, ExpiresAt: idem.ExpiresAt}
 		call.IdempotencyKey = idem.Scope.Key
 	}
+	// The replay window: the (sender, message id) of an exchange is kept
+	// for good, so the same signed bytes never run twice, whatever becomes
+	// of an idempotency key; freshness bounds how long they are accepted.
 	if oversight == compliance.OversightRequiredBeforeExecution {
-		// The approval's id is known before anything is written, so a
-		// crash between the two writes leaves them linked.
+		// The approval request is built before anything is written and
+		// recorded with the exchange: a gateway that stops before it is
+		// submitted finishes the submission (reconcile, or the retry).
 		x.ID = exchange.NewID()
-		x.ApprovalID = "apr_" + strings.TrimPrefix(x.ID, "exc_")
+		x.ApprovalID = approvalOf(x.ID)
+		req, err := g.approvalRequest(x, call, desc, action, rec.Profile, downgraded, now)
+		if err != nil {
+			return g.internal(ctx, from, msgID, now, err)
+		}
+		x.Request = req
 	} else {
 		// Nothing to wait for: recorded already claimed, one write
 		// instead of two.
@@ -437,25 +474,19 @@ func (g *Gateway) receive(ctx context.Context, in Inbound, who *requestInfo) Rep
 	x, created, err := g.o.Exchanges.Create(ctx, x)
 	switch {
 	case errors.Is(err, exchange.ErrKeyReused):
-		return fail(&arsia.Error{Code: arsia.CodeConflict, Description: "Idempotency key " + strconv.Quote(idem.Scope.Key) + " was already used for another request.",
+		return fail(&arsia.Error{Code: arsia.CodeConflict, Description: "The idempotency key was already used for another request.",
 			Details: map[string]any{"reason": "idempotency_key_reused"}})
 	case errors.Is(err, exchange.ErrConflict):
-		return fail(&arsia.Error{Code: arsia.CodeConflict, Description: "Message id " + msgID + " was already used for another request."})
+		return fail(&arsia.Error{Code: arsia.CodeConflict, Description: "The message id was already used for another request.",
+			Details: map[string]any{"reason": "message_id_reused", "pointer": "/id"}})
 	case err != nil:
 		return g.internal(ctx, from, msgID, now, err)
 	}
+	// From here on the request is the gateway's: a sender that hangs up
+	// changes nothing of what is recorded, run or answered.
+	ctx = context.WithoutCancel(ctx)
 	if !created {
-		// A retried request: answer what the first one got, or its
-		// current state; with an idempotency key, one still running is a
-		// conflict (Core §10.4: in progress).
-		if idem != nil && len(x.Reply) == 0 {
-			rep := g.errorReply(ctx, from, msgID, &arsia.Error{Code: arsia.CodeConflict,
-				Description: "The request with this idempotency key is still being processed; retry later.",
-				Details:     map[string]any{"reason": "idempotency_in_progress", "exchange_id": x.ID}}, now)
-			rep.ExchangeID = x.ID
-			return rep
-		}
-		return g.replyOf(x)
+		return g.retried(ctx, x, msgID, idem != nil, now)
 	}
 	rec.Outcome = audit.OutcomeAccepted
 	rec.ASCCode = int(asc.Accepted)
@@ -474,8 +505,48 @@ func (g *Gateway) receive(ctx context.Context, in Inbound, who *requestInfo) Rep
 	if oversight != compliance.OversightRequiredBeforeExecution {
 		return g.execute(ctx, x, h, call, digest, exchange.Executing, execMeta{Oversight: string(oversight), Profile: rec.Profile, Effective: downgraded})
 	}
-	return g.askApproval(ctx, x, h, call, desc, action, digest, rec.Profile, downgraded)
+	return g.advance(ctx, x, &inline{h: h, call: call, digest: digest, profile: rec.Profile, effective: downgraded})
 }
+
+// retried answers a request recorded before (the same sender and message
+// id, or the same idempotency key): what the first attempt was answered,
+// or its current state. One left in received by a gateway that stopped
+// before submitting its approval is finished now, as reconcile would.
+func (g *Gateway) retried(ctx context.Context, x exchange.Exchange, msgID string, keyed bool, now time.Time) Reply {
+	if x.State == exchange.Received && len(x.Request) != 0 {
+		return g.advance(ctx, x, nil)
+	}
+	if keyed && len(x.Reply) == 0 {
+		// Core §10.4: a request with this key is in progress.
+		rep := g.errorReply(ctx, x.Sender, msgID, &arsia.Error{Code: arsia.CodeConflict,
+			Description: "The request with this idempotency key is still being processed; retry later.",
+			Details:     map[string]any{"reason": "idempotency_in_progress", "exchange_id": x.ID}}, now)
+		rep.ExchangeID = x.ID
+		return rep
+	}
+	return g.replyOf(x)
+}
+
+// unauthenticated answers a request whose signature did not verify: an
+// unsigned problem with the ASC status and fixed words, counted and
+// logged (sampled), nothing stored.
+func (g *Gateway) unauthenticated(ctx context.Context, who *requestInfo, err error) Reply {
+	reason, code := "signature", asc.IntegrityCheckFailed
+	var ae *arsia.Error
+	if errors.As(err, &ae) && ae.Code == arsia.CodeCertificateRevoked {
+		reason = "revoked"
+	}
+	g.metrics.inc("custos_unauthenticated_total", reason)
+	if g.logSample.Add(1)%unauthLogEvery == 1 {
+		g.log(ctx).WarnContext(ctx, "refused an unauthenticated request (1 in "+strconv.Itoa(unauthLogEvery)+" logged)",
+			"claimed_sender", who.from, "message_id", who.msgID, "reason", reason)
+	}
+	return Reply{Status: 401, Problem: asc.Errorf(code, asc.ScopeTask, "The request could not be authenticated.")}
+}
+
+// unauthLogEvery: one refused unauthenticated request in this many is
+// logged; all are counted.
+const unauthLogEvery = 100
 
 // callOf reads the handler call out of a verified request.
 func callOf(env map[string]any) (handler.Call, error) {

@@ -31,6 +31,7 @@ func (m *metrics) inc(name, label string) {
 // The counters and their label.
 var metricHelp = []struct{ name, label, help string }{
 	{"custos_requests_total", "result", "ARSIA requests received, by how the gateway answered them."},
+	{"custos_unauthenticated_total", "reason", "Requests refused before their signature verified (nothing stored), by reason."},
 	{"custos_executions_total", "outcome", "Calls the handlers ran, by outcome."},
 	{"custos_approvals_total", "outcome", "Approval requests resolved for the gateway, by outcome."},
 	{"custos_oversight_timeouts_total", "mode", "Post-execution reviews that became overdue (oversight_timeout), by oversight mode."},

@@ -217,6 +217,7 @@ type req struct {
 	compliance map[string]any
 	trace      string
 	idemKey    string // the envelope's idempotency.key ("" for none)
+	id         string // the message id ("" for a fresh one)
 }
 
 func profile(name string) map[string]any { return map[string]any{"profile": name} }
@@ -234,7 +235,7 @@ func (r *pipeRig) build(t *testing.T, q req) ([]byte, string) {
 		q.compliance = profile("GDPR-STANDARD")
 	}
 	now := r.clk.Now()
-	opts := arsia.BuildOptions{Now: now, Compliance: q.compliance}
+	opts := arsia.BuildOptions{Now: now, Compliance: q.compliance, ID: q.id}
 	if q.trace != "" {
 		opts.Context = &arsia.Context{TraceID: q.trace}
 	}

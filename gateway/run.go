@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -74,6 +73,11 @@ func (g *Gateway) execute(ctx context.Context, x exchange.Exchange, h handler.Ha
 		rec.Details[k] = v
 	}
 	res, runErr := handler.Dispatch(ctx, h, call, digest)
+	// What records the call runs whatever became of the request that
+	// brought it (a sender that hung up, a gateway shutting down), within
+	// its own deadline.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+	defer cancel()
 	var reply json.RawMessage
 	status := 200
 	g.metrics.inc("custos_executions_total", map[bool]string{true: "failed", false: "succeeded"}[runErr != nil])
@@ -134,81 +138,6 @@ func (g *Gateway) execute(ctx context.Context, x exchange.Exchange, h handler.Ha
 		g.log(ctx).ErrorContext(ctx, "recording an exchange's reply", "exchange", x.ID, "err", err)
 	}
 	return Reply{Status: status, Envelope: reply, ExchangeID: x.ID}
-}
-
-// askApproval creates the AAIS request for exactly the call that would run
-// and answers pending_approval; a remembered rule may approve at once.
-func (g *Gateway) askApproval(ctx context.Context, x exchange.Exchange, h handler.Handler, call handler.Call,
-	desc handler.Descriptor, action json.RawMessage, digest, profile string, effective []string) Reply {
-	now := g.o.Now()
-	ext, _ := json.Marshal(exchangeRef{ExchangeID: x.ID, Sender: call.From, MessageID: call.MessageID,
-		PayloadType: call.PayloadType, TraceID: call.TraceID, Profile: profile, IdempotencyKey: call.IdempotencyKey, Effective: effective})
-	choices := []aais.Choice{
-		{Decision: aais.Approve, Scope: aais.ScopeOnce, Label: "Allow this call once"},
-		{Decision: aais.Deny, Scope: aais.ScopeOnce, Label: "Deny"},
-	}
-	if g.o.AllowSession {
-		name, _ := json.Marshal(call.Capability)
-		choices = append(choices, aais.Choice{Decision: aais.Approve, Scope: aais.ScopeSession,
-			Label:            "Allow " + call.Capability + " from this agent for the session",
-			ScopeConstraints: aais.Constraints{"action_name": name}})
-	}
-	req, err := aais.NewRequest(aais.RequestParams{
-		ID:         x.ApprovalID,
-		CreatedAt:  now,
-		ExpiresAt:  now.Add(g.o.ApprovalTTL),
-		Origin:     aais.Origin{Harness: "custos", SessionID: call.From, AgentID: call.From},
-		Action:     action,
-		Risk:       desc.AAISRisk(),
-		Choices:    choices,
-		Extensions: aais.Extensions{ExchangeExtension: ext},
-	})
-	if err != nil {
-		return g.internal(ctx, call.From, call.MessageID, now, err)
-	}
-	sub, err := g.o.Authority.Submit(ctx, req)
-	if err != nil {
-		return g.internal(ctx, call.From, call.MessageID, now, err)
-	}
-	if sub.Receipt != nil && sub.Receipt.Resolution.Outcome == aais.OutcomeApproved {
-		// A remembered rule approved it in the same write: record that,
-		// then run it as received (the sender waits for the answer).
-		if err := g.auditApproval(ctx, call, profile, req.ID, sub.Receipt); err != nil {
-			rep := g.internal(ctx, call.From, call.MessageID, now, err)
-			g.abandon(ctx, x, rep)
-			return rep
-		}
-		return g.execute(ctx, x, h, call, digest, exchange.Received, execMeta{Oversight: "required_before_execution", Profile: profile, ApprovalID: req.ID, Effective: effective})
-	}
-	pending, err := g.sign(arsia.NewPendingApproval(g.o.Agent, call.From, call.MessageID, arsia.PendingApproval{
-		ActionID:          req.ID,
-		OriginalRequestID: call.MessageID,
-		Context:           "A human must approve " + call.Capability + " before it runs. Poll " + g.o.StatusURL(x.ID) + " for the outcome.",
-		RiskLevel:         riskLevel(desc),
-	}, g.buildTTL(ctx, now, g.o.ApprovalTTL)))
-	if err != nil {
-		return g.internal(ctx, call.From, call.MessageID, now, err)
-	}
-	x, ok, err := g.o.Exchanges.Apply(ctx, x.ID, exchange.Received, exchange.PendingApproval,
-		exchange.Change{Reply: pending, ReplyStatus: 202, ApprovalID: req.ID, Deadline: req.ExpiresAt.Time()})
-	if err != nil || !ok {
-		return g.internal(ctx, call.From, call.MessageID, now, fmt.Errorf("exchange %s: %v", x.ID, err))
-	}
-	return Reply{Status: 202, Envelope: pending, ExchangeID: x.ID}
-}
-
-func riskLevel(d handler.Descriptor) int {
-	switch d.Risk {
-	case aais.RiskLow:
-		return 1
-	case aais.RiskMedium:
-		return 2
-	case aais.RiskHigh:
-		return 3
-	case aais.RiskCritical:
-		return 4
-	}
-	return 2
 }
 
 func (g *Gateway) auditApproval(ctx context.Context, call handler.Call, profile, requestID string, receipt *aais.Message) error {
@@ -281,6 +210,9 @@ func (g *Gateway) Run(ctx context.Context) error {
 }
 
 func (g *Gateway) resume(ctx context.Context) error {
+	if _, err := g.reconcile(ctx, false); err != nil {
+		return err
+	}
 	waiting, err := g.o.Exchanges.Waiting(ctx, exchange.PendingApproval, exchange.Approved)
 	if err != nil {
 		return err
@@ -472,6 +404,9 @@ func (g *Gateway) sign(env *arsia.Envelope, err error) (json.RawMessage, error) 
 	return json.Marshal(signed)
 }
 
+// recordTimeout bounds the writes that record a call once it ran.
+const recordTimeout = 30 * time.Second
+
 // Recover ends the exchanges a previous gateway process left running (it
 // stopped between claiming an action and recording its result): whether
 // the action ran is unknown, so it is never run again; the sender gets an
@@ -480,7 +415,17 @@ func (g *Gateway) sign(env *arsia.Envelope, err error) (json.RawMessage, error) 
 // when this process is the only gateway on its exchange store. Replicas
 // sharing a store each pass their own stable instance name (the exchange
 // store's Instance) and end only the claims their predecessor made.
+// Exchanges left in received are moved on first (with instance "", all of
+// them; replicas leave them to the periodic scan, see ReconcileAfter).
 func (g *Gateway) Recover(ctx context.Context, instance string) (int, error) {
+	// Requests left in received are moved on (reconcile): all of them when
+	// this process is the only gateway on its store; with replicas, the
+	// periodic scan takes those older than ReconcileAfter.
+	if instance == "" {
+		if _, err := g.reconcile(ctx, true); err != nil {
+			return 0, err
+		}
+	}
 	xs, err := g.o.Exchanges.Interrupted(ctx)
 	if err != nil {
 		return 0, err
@@ -582,7 +527,7 @@ func (g *Gateway) follow(ctx context.Context) error {
 		if m.Type != aais.TypeResolved || m.Resolution == nil {
 			return nil
 		}
-		id, ok := exchangeOfApproval(m.Resolution.RequestID)
+		id, ok := ExchangeOfApproval(m.Resolution.RequestID)
 		if !ok {
 			return nil
 		}
@@ -593,21 +538,4 @@ func (g *Gateway) follow(ctx context.Context) error {
 		})
 		return nil
 	}})
-}
-
-// exchangeOfApproval is the exchange id an approval request id belongs
-// to: the gateway names the approval of exc_X apr_X, and an edited
-// request apr_X-eN (supersede.go).
-func exchangeOfApproval(requestID string) (string, bool) {
-	rest, ok := strings.CutPrefix(requestID, "apr_")
-	if !ok {
-		return "", false
-	}
-	if i := strings.Index(rest, "-e"); i >= 0 {
-		rest = rest[:i]
-	}
-	if rest == "" {
-		return "", false
-	}
-	return "exc_" + rest, true
 }

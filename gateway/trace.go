@@ -100,5 +100,9 @@ func (g *Gateway) agentStatus(ctx context.Context, e *arsia.Error) {
 // signError signs an ARSIA error to the sender, with its ASC status.
 func (g *Gateway) signError(ctx context.Context, to, correlationID string, e *arsia.Error, now time.Time) (json.RawMessage, error) {
 	g.agentStatus(ctx, e)
+	// ARSIA errors carry printable ASCII: a description that is not (a
+	// handler's or validator's words) is escaped, never a reason to
+	// answer unsigned.
+	e.Description = asciiDescription(e.Description)
 	return g.sign(arsia.NewError(g.o.Agent, to, correlationID, e, g.build(ctx, now)))
 }

@@ -1,0 +1,341 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/custos-runtime/custos/aais"
+	"github.com/custos-runtime/custos/audit"
+	"github.com/custos-runtime/custos/gateway/exchange"
+	"github.com/custos-runtime/custos/store/memstore"
+	"github.com/google/uuid"
+)
+
+// The tests of this file break the pipeline the way a crash, a failed
+// write, a retrying sender or a sender that hangs up would, and check that
+// nothing acknowledged is lost and nothing runs twice (docs/gateway.md,
+// "What moves each state on").
+
+// faultyExchanges fails the first Apply from received to pending_approval,
+// as a gateway killed between submitting an approval and recording that
+// its exchange waits would leave it.
+type faultyExchanges struct {
+	exchange.Backend
+	failPending atomic.Int32
+}
+
+func (f *faultyExchanges) Apply(ctx context.Context, id string, from, to exchange.State, c exchange.Change) (exchange.Exchange, bool, error) {
+	if from == exchange.Received && to == exchange.PendingApproval && f.failPending.Add(-1) >= 0 {
+		return exchange.Exchange{}, false, errors.New("disk I/O error (injected)")
+	}
+	return f.Backend.Apply(ctx, id, from, to, c)
+}
+
+func withFaultyExchanges(fails int32) rigOption {
+	return func(o *Options, r *pipeRig) {
+		f := &faultyExchanges{Backend: o.Exchanges}
+		f.failPending.Store(fails)
+		o.Exchanges = f
+	}
+}
+
+// faultyApprovals fails the first submissions of approval requests, as a
+// gateway killed between recording an exchange and submitting its approval
+// would leave it.
+type faultyApprovals struct {
+	aais.Store
+	failCreate atomic.Int32
+}
+
+func (f *faultyApprovals) CreateRequestIfAbsent(ctx context.Context, rec aais.RequestRecord) (aais.RequestRecord, bool, error) {
+	if f.failCreate.Add(-1) >= 0 {
+		return aais.RequestRecord{}, false, errors.New("database is locked (injected)")
+	}
+	return f.Store.CreateRequestIfAbsent(ctx, rec)
+}
+
+func withFaultyApprovals(fails int32) rigOption {
+	return func(o *Options, r *pipeRig) {
+		f := &faultyApprovals{Store: memstore.New()}
+		f.failCreate.Store(fails)
+		auth, err := aais.NewAuthority(f, &aais.AuthorityOptions{Now: r.clk.Now})
+		if err != nil {
+			panic(err)
+		}
+		o.Authority, r.auth = auth, auth
+	}
+}
+
+func (r *pipeRig) state(t *testing.T, msgID string) exchange.Exchange {
+	t.Helper()
+	x, err := r.xs.BySender(t.Context(), pipeSender, msgID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return x
+}
+
+// Killed after the approval was submitted and before the exchange recorded
+// that it waits: the reviewer approves, and the call runs, once.
+func TestOrphanAfterSubmitRuns(t *testing.T) {
+	for _, how := range []string{"reconcile", "retry", "restart"} {
+		t.Run(how, func(t *testing.T) {
+			r := newPipeRig(t, withFaultyExchanges(1))
+			high := req{compliance: profile("EU-AI-ACT-HIGH-RISK"), args: map[string]any{"text": "orphan"}}
+			body, id := r.build(t, high)
+			if rep := r.g.Receive(t.Context(), Inbound{Body: body}); rep.Status != 500 {
+				t.Fatalf("first attempt: %d, want the injected 500", rep.Status)
+			}
+			x := r.state(t, id)
+			if x.State != exchange.Received {
+				t.Fatalf("state %s, want received", x.State)
+			}
+			// The approval exists: a reviewer sees it and approves it.
+			r.decide(t, x.ID, aais.Approve, "")
+			switch how {
+			case "reconcile":
+				step(t, r.g.resume) // too young: a live request may still own it
+				if got := r.state(t, id); got.State != exchange.Received {
+					t.Fatalf("reconciled a fresh exchange: %s", got.State)
+				}
+				r.clk.Advance(ReconcileAfter + time.Second)
+				step(t, r.g.resume)
+			case "retry":
+				rep := r.g.Receive(t.Context(), Inbound{Body: body})
+				if rep.Status != 202 || rep.ExchangeID != x.ID {
+					t.Fatalf("retry: %d %s %v", rep.Status, rep.Envelope, rep.Problem)
+				}
+				r.verified(t, rep.Envelope)
+			case "restart":
+				if _, err := r.g.Recover(t.Context(), ""); err != nil {
+					t.Fatal(err)
+				}
+			}
+			waitState(t, r, id, exchange.Done)
+			if n := r.echo.n.Load(); n != 1 {
+				t.Fatalf("the approved call ran %d times", n)
+			}
+			step(t, r.g.resume)
+			if n := r.echo.n.Load(); n != 1 {
+				t.Fatalf("the approved call ran %d times after another scan", n)
+			}
+		})
+	}
+}
+
+// Killed after the exchange was recorded and before its approval was
+// submitted: the sender's retry, or the next start, submits it; nobody is
+// told "in progress" until a key expires.
+func TestOrphanBeforeSubmitIsSubmitted(t *testing.T) {
+	for _, how := range []string{"retry", "retry with key", "restart"} {
+		t.Run(how, func(t *testing.T) {
+			r := newPipeRig(t, withFaultyApprovals(1))
+			high := req{compliance: profile("EU-AI-ACT-HIGH-RISK")}
+			body, id := r.build(t, high)
+			key := ""
+			if how == "retry with key" {
+				key = "order-7"
+			}
+			if rep := r.g.Receive(t.Context(), Inbound{Body: body, IdempotencyKey: key}); rep.Status != 500 {
+				t.Fatalf("first attempt: %d, want the injected 500", rep.Status)
+			}
+			x := r.state(t, id)
+			if x.State != exchange.Received {
+				t.Fatalf("state %s, want received", x.State)
+			}
+			if _, err := r.auth.State(t.Context(), x.ApprovalID); !errors.Is(err, aais.ErrUnknownRequest) {
+				t.Fatalf("approval before the retry: %v", err)
+			}
+			if how == "restart" {
+				if _, err := r.g.Recover(t.Context(), ""); err != nil {
+					t.Fatal(err)
+				}
+				got := r.state(t, id)
+				if got.State != exchange.PendingApproval {
+					t.Fatalf("after restart: %s", got.State)
+				}
+			} else {
+				rep := r.g.Receive(t.Context(), Inbound{Body: body, IdempotencyKey: key})
+				if rep.Status != 202 || rep.ExchangeID != x.ID {
+					t.Fatalf("retry: %d %s %v", rep.Status, rep.Envelope, rep.Problem)
+				}
+				if m := r.verified(t, rep.Envelope); m["intent"] != "pending_approval" || m["correlation_id"] != id {
+					t.Fatalf("retry reply: %s", rep.Envelope)
+				}
+			}
+			st, err := r.auth.State(t.Context(), x.ApprovalID)
+			if err != nil || st.Resolution != nil {
+				t.Fatalf("approval after the retry: %v %+v", err, st)
+			}
+			r.decide(t, x.ID, aais.Approve, "")
+			step(t, r.g.resume)
+			waitState(t, r, id, exchange.Done)
+			if n := r.echo.n.Load(); n != 1 {
+				t.Fatalf("ran %d times", n)
+			}
+		})
+	}
+}
+
+// A retry of the same signed request gets the first reply, in every state;
+// another request under the same message id is still refused.
+func TestRetryGetsTheFirstReplyInEveryState(t *testing.T) {
+	high := profile("EU-AI-ACT-HIGH-RISK")
+	type check func(t *testing.T, r *pipeRig, first, again Reply)
+	same := func(t *testing.T, r *pipeRig, first, again Reply) {
+		t.Helper()
+		if again.Status != first.Status || string(again.Envelope) != string(first.Envelope) || again.ExchangeID != first.ExchangeID {
+			t.Fatalf("retry: %d %s, want the first reply %d %s", again.Status, again.Envelope, first.Status, first.Envelope)
+		}
+	}
+	final := func(status int, intent string) check {
+		return func(t *testing.T, r *pipeRig, first, again Reply) {
+			t.Helper()
+			x, err := r.xs.Get(t.Context(), first.ExchangeID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if again.Status != status || string(again.Envelope) != string(x.Reply) {
+				t.Fatalf("retry: %d %s, want %d and the recorded %s", again.Status, again.Envelope, status, x.Reply)
+			}
+			if m := r.verified(t, again.Envelope); m["intent"] != intent {
+				t.Fatalf("intent %v, want %s", m["intent"], intent)
+			}
+		}
+	}
+	tests := []struct {
+		name  string
+		q     req
+		key   string
+		after func(t *testing.T, r *pipeRig, first Reply)
+		want  check
+	}{
+		{"pending", req{compliance: high}, "", nil, same},
+		{"pending, with the key", req{compliance: high}, "k-1", nil, same},
+		{"approved, not yet run", req{compliance: high}, "", func(t *testing.T, r *pipeRig, first Reply) {
+			r.decide(t, first.ExchangeID, aais.Approve, "")
+			x, err := r.xs.Get(t.Context(), first.ExchangeID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The approval recorded on the exchange, the call not claimed yet.
+			dec := json.RawMessage(`{"intent":"approval_decision"}`)
+			if _, ok, err := r.xs.Apply(t.Context(), x.ID, exchange.PendingApproval, exchange.Approved, exchange.Change{Decision: dec}); err != nil || !ok {
+				t.Fatal(ok, err)
+			}
+		}, same},
+		{"done", req{compliance: high}, "k-2", func(t *testing.T, r *pipeRig, first Reply) {
+			r.decide(t, first.ExchangeID, aais.Approve, "")
+			step(t, r.g.resume)
+			waitState(t, r, "", exchange.Done, first.ExchangeID)
+		}, final(200, "response")},
+		{"denied", req{compliance: high}, "", func(t *testing.T, r *pipeRig, first Reply) {
+			r.decide(t, first.ExchangeID, aais.Deny, "")
+			step(t, r.g.resume)
+		}, final(403, "error")},
+		{"expired", req{compliance: high}, "", func(t *testing.T, r *pipeRig, first Reply) {
+			r.clk.Advance(11 * time.Minute)
+			step(t, r.g.resume)              // expires the approval
+			step(t, r.g.resume)              // answers the exchange
+			r.clk.Advance(-11 * time.Minute) // the retry itself is fresh
+		}, final(403, "error")},
+		{"interrupted", req{compliance: high}, "", func(t *testing.T, r *pipeRig, first Reply) {
+			r.decide(t, first.ExchangeID, aais.Approve, "")
+			dec := json.RawMessage(`{"intent":"approval_decision"}`)
+			if _, ok, err := r.xs.Apply(t.Context(), first.ExchangeID, exchange.PendingApproval, exchange.Approved, exchange.Change{Decision: dec}); err != nil || !ok {
+				t.Fatal(ok, err)
+			}
+			if _, ok, err := r.xs.Claim(t.Context(), first.ExchangeID, exchange.Approved); err != nil || !ok {
+				t.Fatal(ok, err)
+			}
+			if _, err := r.g.Recover(t.Context(), ""); err != nil { // the claim's process died
+				t.Fatal(err)
+			}
+		}, final(500, "error")},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newPipeRig(t)
+			tc.q.id = uuid.NewString()
+			body, _ := r.build(t, tc.q)
+			first := r.g.Receive(t.Context(), Inbound{Body: body, IdempotencyKey: tc.key})
+			if first.Status != 202 {
+				t.Fatalf("first: %d %s %v", first.Status, first.Envelope, first.Problem)
+			}
+			if tc.after != nil {
+				tc.after(t, r, first)
+			}
+			ran := r.echo.n.Load()
+			// The same request again, signed again (a fresh ts, as a sender
+			// that retries after a while does), and the same bytes.
+			again, _ := r.build(t, tc.q)
+			for _, b := range [][]byte{again, body} {
+				rep := r.g.Receive(t.Context(), Inbound{Body: b, IdempotencyKey: tc.key})
+				tc.want(t, r, first, rep)
+			}
+			if n := r.echo.n.Load(); n != ran {
+				t.Fatalf("a retry ran the call: %d -> %d", ran, n)
+			}
+			// Another request under the same message id is refused.
+			other := tc.q
+			other.args = map[string]any{"text": "something else"}
+			ob, _ := r.build(t, other)
+			if rep := r.g.Receive(t.Context(), Inbound{Body: ob}); rep.Status != 409 {
+				t.Fatalf("another request under the same id: %d %s", rep.Status, rep.Envelope)
+			}
+		})
+	}
+}
+
+// A sender that hangs up while its call runs changes nothing: the call is
+// recorded, audited and answered as if it had stayed.
+func TestClientHangUpChangesNothing(t *testing.T) {
+	r := newPipeRig(t)
+	r.echo.started = make(chan struct{}, 1)
+	r.echo.block = make(chan struct{})
+	body, id := r.build(t, req{})
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan Reply, 1)
+	go func() { done <- r.g.Receive(ctx, Inbound{Body: body}) }()
+	<-r.echo.started
+	cancel() // the client is gone
+	close(r.echo.block)
+	rep := <-done
+	if rep.Status != 200 {
+		t.Fatalf("reply: %d %s", rep.Status, rep.Envelope)
+	}
+	x := r.state(t, id)
+	if x.State != exchange.Done || string(x.Reply) != string(rep.Envelope) {
+		t.Fatalf("exchange %s, reply recorded %v", x.State, len(x.Reply) > 0)
+	}
+	if recs := r.recordsOf(t, audit.KindExecution, id); len(recs) != 1 || recs[0].Outcome != audit.OutcomeSucceeded {
+		t.Fatalf("execution records: %+v", recs)
+	}
+}
+
+// waitState waits until the exchange of msgID (or the exchange id given)
+// is in state want: a resumed call runs in its own goroutine.
+func waitState(t *testing.T, r *pipeRig, msgID string, want exchange.State, id ...string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var x exchange.Exchange
+		var err error
+		if len(id) > 0 {
+			x, err = r.xs.Get(t.Context(), id[0])
+		} else {
+			x, err = r.xs.BySender(t.Context(), pipeSender, msgID)
+		}
+		if err == nil && x.State == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("exchange %s%v: state %s (err %v), want %s", msgID, id, x.State, err, want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

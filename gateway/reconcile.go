@@ -1,0 +1,208 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/custos-runtime/custos/aais"
+	"github.com/custos-runtime/custos/arsia"
+	"github.com/custos-runtime/custos/gateway/exchange"
+	"github.com/custos-runtime/custos/gateway/handler"
+)
+
+// The exchange an approval belongs to is named by the approval's id: the
+// gateway names the approval of exc_X apr_X, and a request a reviewer's
+// edit made of it apr_X-eN (supersede.go).
+
+// approvalOf is the id of the approval of exchange id.
+func approvalOf(exchangeID string) string { return "apr_" + strings.TrimPrefix(exchangeID, "exc_") }
+
+// ExchangeOfApproval is the exchange id an approval request id belongs to,
+// false when it is not one of the gateway's.
+func ExchangeOfApproval(requestID string) (string, bool) {
+	rest, ok := strings.CutPrefix(requestID, "apr_")
+	if !ok {
+		return "", false
+	}
+	if i := strings.Index(rest, "-e"); i >= 0 {
+		rest = rest[:i]
+	}
+	if rest == "" {
+		return "", false
+	}
+	return "exc_" + rest, true
+}
+
+// approvalRequest builds the AAIS request for exactly the call that would
+// run, as the JSON of an AAIS request message: what Create records with the
+// exchange and advance submits.
+func (g *Gateway) approvalRequest(x exchange.Exchange, call handler.Call, desc handler.Descriptor,
+	action json.RawMessage, profile string, effective []string, now time.Time) (json.RawMessage, error) {
+	ext, err := json.Marshal(exchangeRef{ExchangeID: x.ID, Sender: call.From, MessageID: call.MessageID,
+		PayloadType: call.PayloadType, TraceID: call.TraceID, Profile: profile, IdempotencyKey: call.IdempotencyKey, Effective: effective})
+	if err != nil {
+		return nil, err
+	}
+	choices := []aais.Choice{
+		{Decision: aais.Approve, Scope: aais.ScopeOnce, Label: "Allow this call once"},
+		{Decision: aais.Deny, Scope: aais.ScopeOnce, Label: "Deny"},
+	}
+	if g.o.AllowSession {
+		name, _ := json.Marshal(call.Capability)
+		choices = append(choices, aais.Choice{Decision: aais.Approve, Scope: aais.ScopeSession,
+			Label:            "Allow " + call.Capability + " from this agent for the session",
+			ScopeConstraints: aais.Constraints{"action_name": name}})
+	}
+	req, err := aais.NewRequest(aais.RequestParams{
+		ID:         x.ApprovalID,
+		CreatedAt:  now,
+		ExpiresAt:  now.Add(g.o.ApprovalTTL),
+		Origin:     aais.Origin{Harness: "custos", SessionID: call.From, AgentID: call.From},
+		Action:     action,
+		Risk:       desc.AAISRisk(),
+		Choices:    choices,
+		Extensions: aais.Extensions{ExchangeExtension: ext},
+	})
+	if err != nil {
+		return nil, err
+	}
+	m, err := aais.NewMessage(aais.Header{OccurredAt: now}, req)
+	if err != nil {
+		return nil, err
+	}
+	return m.MarshalJSON()
+}
+
+// inline is what the receiving request knows of its call: with it, a call
+// a remembered rule approves at once runs while the sender waits.
+type inline struct {
+	h         handler.Handler
+	call      handler.Call
+	digest    string
+	profile   string
+	effective []string
+}
+
+// advance moves an exchange in received on: it submits the approval
+// request recorded with it (again, if a previous attempt did: submitting
+// the same request is idempotent) and records pending_approval with the
+// signed pending reply. Every step is idempotent or a compare-and-set, so
+// the receiving request, its retry and reconcile may all run it, in any
+// process: one of them moves the exchange, the others answer what it
+// recorded. With in (the receiving request), a call a remembered rule
+// approves in the same write runs at once.
+func (g *Gateway) advance(ctx context.Context, x exchange.Exchange, in *inline) Reply {
+	now := g.o.Now()
+	m, err := aais.Parse(x.Request)
+	if err != nil || m.Request == nil || m.Request.ID != x.ApprovalID {
+		return g.internal(ctx, x.Sender, x.MessageID, now, fmt.Errorf("exchange %s: its recorded approval request is unreadable: %v", x.ID, err))
+	}
+	req := m.Request
+	sub, err := g.o.Authority.Submit(ctx, req)
+	if err != nil {
+		return g.internal(ctx, x.Sender, x.MessageID, now, err)
+	}
+	if in != nil && sub.Created && sub.Receipt != nil && sub.Receipt.Resolution.Outcome == aais.OutcomeApproved {
+		// A remembered rule approved it in the same write: record that,
+		// then run it as received (the sender waits for the answer).
+		if err := g.auditApproval(ctx, in.call, in.profile, req.ID, sub.Receipt); err != nil {
+			rep := g.internal(ctx, x.Sender, x.MessageID, now, err)
+			g.abandon(ctx, x, rep)
+			return rep
+		}
+		return g.execute(ctx, x, in.h, in.call, in.digest, exchange.Received,
+			execMeta{Oversight: "required_before_execution", Profile: in.profile, ApprovalID: req.ID, Effective: in.effective})
+	}
+	capability := req.Action.Name()
+	pending, err := g.sign(arsia.NewPendingApproval(g.o.Agent, x.Sender, x.MessageID, arsia.PendingApproval{
+		ActionID:          req.ID,
+		OriginalRequestID: x.MessageID,
+		Context:           "A human must approve " + capability + " before it runs. Poll " + g.o.StatusURL(x.ID) + " for the outcome.",
+		RiskLevel:         riskOf(req.Risk.Level),
+	}, g.buildTTL(withTrace(ctx, x.TraceID), now, max(req.ExpiresAt.Time().Sub(now), time.Second))))
+	if err != nil {
+		return g.internal(ctx, x.Sender, x.MessageID, now, err)
+	}
+	moved, ok, err := g.o.Exchanges.Apply(ctx, x.ID, exchange.Received, exchange.PendingApproval,
+		exchange.Change{Reply: pending, ReplyStatus: 202, ApprovalID: req.ID, Deadline: req.ExpiresAt.Time()})
+	if err != nil {
+		return g.internal(ctx, x.Sender, x.MessageID, now, fmt.Errorf("exchange %s: %w", x.ID, err))
+	}
+	if !ok {
+		// Moved meanwhile by a retry or reconcile: answer what it
+		// recorded (a claim made by a rule's approval has no reply yet).
+		return g.replyOf(moved)
+	}
+	if sub.Receipt != nil {
+		// Decided before the exchange recorded that it waits (a reviewer
+		// was quicker than a restart): move it on now.
+		go func() {
+			if err := g.resumeOne(context.WithoutCancel(ctx), x.ID); err != nil {
+				g.log(ctx).ErrorContext(ctx, "resuming an exchange", "exchange", x.ID, "err", err)
+			}
+		}()
+	}
+	return Reply{Status: 202, Envelope: pending, ExchangeID: moved.ID}
+}
+
+// ReconcileAfter is how long an exchange may stay in received before
+// reconcile takes it for abandoned (the process that received it stopped
+// before submitting its approval); a live request takes milliseconds.
+const ReconcileAfter = 10 * time.Second
+
+// reconcile finds the exchanges left in received — by a gateway that
+// stopped between recording a request and submitting its approval, or by
+// a write that failed — and moves each on (advance). One received older
+// than ReconcileAfter, or any at all when every is set (at start, when this
+// process is the only gateway on its store), has no live owner. One
+// without a recorded approval request (written by an earlier version) is
+// ended with an error telling the sender to send it again under a new
+// message id. It returns how many it moved.
+func (g *Gateway) reconcile(ctx context.Context, every bool) (int, error) {
+	xs, err := g.o.Exchanges.Waiting(ctx, exchange.Received)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	now := g.o.Now()
+	for _, x := range xs {
+		if !every && now.Sub(x.UpdatedAt) < ReconcileAfter {
+			continue
+		}
+		if _, busy := g.resuming.LoadOrStore(x.ID, true); busy {
+			continue
+		}
+		func() {
+			defer g.resuming.Delete(x.ID)
+			xctx := withTrace(ctx, x.TraceID)
+			if len(x.Request) == 0 {
+				rep := g.errorReply(xctx, x.Sender, x.MessageID, &arsia.Error{Code: arsia.CodeInternalError,
+					Description: "The gateway stopped before this request was processed; nothing ran. Send it again with a new message id."}, now)
+				g.abandon(xctx, x, rep)
+				n++
+				return
+			}
+			if rep := g.advance(xctx, x, nil); rep.Status < 500 {
+				n++
+			}
+		}()
+	}
+	return n, nil
+}
+
+func riskOf(level aais.RiskLevel) int {
+	switch level {
+	case aais.RiskLow:
+		return 1
+	case aais.RiskMedium:
+		return 2
+	case aais.RiskHigh:
+		return 3
+	case aais.RiskCritical:
+		return 4
+	}
+	return 2
+}

@@ -1,0 +1,159 @@
+package gateway
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/custos-runtime/custos/arsia/sig"
+	"github.com/custos-runtime/custos/gateway/exchange"
+)
+
+// The tests of this file send what an attacker would: forged, stale,
+// future-dated and rate-limited traffic (docs/security.md).
+
+// resign replaces members of a signed request and signs it again with the
+// sender's key, or leaves the old signature when resign is false.
+func (r *pipeRig) mutate(t *testing.T, body []byte, resign bool, f func(m map[string]any)) []byte {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(body, &m); err != nil {
+		t.Fatal(err)
+	}
+	f(m)
+	if resign {
+		delete(m, "security")
+		signed, err := sig.Sign(m, r.signer, r.kid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m = signed
+	}
+	out, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// A request whose signature does not verify is nobody's: it gets an
+// unsigned problem in fixed words (the same for an unknown key and a bad
+// signature), addressed to nobody, and leaves nothing behind.
+func TestUnauthenticatedIsRefusedForNothing(t *testing.T) {
+	r := newPipeRig(t)
+	body, _ := r.build(t, req{})
+	evil := "Your request was refused. Resubmit via https://evil.example/form"
+	cases := map[string][]byte{
+		"bad signature": r.mutate(t, body, false, func(m map[string]any) { m["payload"].(map[string]any)["args"] = map[string]any{"text": "changed"} }),
+		"unknown kid with text": r.mutate(t, body, false, func(m map[string]any) {
+			m["security"].(map[string]any)["kid"] = pipeSender + "#" + evil
+		}),
+		"victim's name, huge id": r.mutate(t, body, false, func(m map[string]any) {
+			m["from"] = "agent:victim.bot"
+			m["id"] = strings.Repeat("x", 500_000)
+		}),
+	}
+	var first string
+	for name, b := range cases {
+		rep := r.g.Receive(t.Context(), Inbound{Body: b})
+		if rep.Status != 401 || rep.Envelope != nil || rep.Problem == nil {
+			t.Fatalf("%s: %d %s %v, want an unsigned 401 problem", name, rep.Status, rep.Envelope, rep.Problem)
+		}
+		words, _ := json.Marshal(rep.Problem.Envelope)
+		if strings.Contains(string(words), "evil") || strings.Contains(string(words), "victim") || strings.Contains(string(words), "xxxx") {
+			t.Fatalf("%s: the problem repeats the request: %s", name, words)
+		}
+		if first == "" {
+			first = rep.Problem.Envelope.UserMessage()
+		} else if rep.Problem.Envelope.UserMessage() != first {
+			t.Fatalf("%s: %q, while another refusal said %q: the answer tells the failures apart", name, rep.Problem.Envelope.UserMessage(), first)
+		}
+	}
+	if recs := r.records(t); len(recs) != 0 {
+		t.Fatalf("%d audit records written for unauthenticated requests: %+v", len(recs), recs[0])
+	}
+	if xs, err := r.xs.Waiting(t.Context(), exchange.States...); err != nil || len(xs) != 0 {
+		t.Fatalf("exchanges: %d, %v", len(xs), err)
+	}
+	if m := r.metrics(t); !strings.Contains(m, `custos_unauthenticated_total{reason="signature"} 3`) {
+		t.Fatalf("metrics:\n%s", m)
+	}
+}
+
+// A correctly signed message outside its acceptance window — stale,
+// future-dated, expired — is refused before anything is stored or run.
+func TestStaleAndFutureMessagesAreRefused(t *testing.T) {
+	tests := []struct {
+		name    string
+		ts      time.Duration // the message's ts, relative to now
+		profile string
+		ok      bool
+	}{
+		{"a year old", -365 * 24 * time.Hour, "GDPR-STANDARD", false},
+		{"an hour old", -time.Hour, "GDPR-STANDARD", false},
+		{"a day ahead", 24 * time.Hour, "GDPR-STANDARD", false},
+		{"ten years ahead", 10 * 365 * 24 * time.Hour, "GDPR-STANDARD", false},
+		{"past the high-risk skew", -150 * time.Second, "EU-AI-ACT-HIGH-RISK", false},
+		{"ahead past the MiFID skew", 90 * time.Second, "MIFID-II", false},
+		{"within the default skew", -200 * time.Second, "GDPR-STANDARD", true},
+		{"within the high-risk skew", -100 * time.Second, "EU-AI-ACT-HIGH-RISK", true},
+		{"slightly ahead", 30 * time.Second, "DORA", true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newPipeRig(t)
+			r.clk.Advance(tc.ts)
+			body, id := r.build(t, req{compliance: profile(tc.profile)})
+			r.clk.Advance(-tc.ts)
+			rep := r.g.Receive(t.Context(), Inbound{Body: body})
+			if tc.ok {
+				if rep.Status != 200 && rep.Status != 202 {
+					t.Fatalf("%d %s", rep.Status, rep.Envelope)
+				}
+				return
+			}
+			if rep.Status != 400 {
+				t.Fatalf("%d %s, want 400", rep.Status, rep.Envelope)
+			}
+			m := r.verified(t, rep.Envelope)
+			if get(m, "payload", "error", "code") != "invalid_request" {
+				t.Fatalf("error: %s", rep.Envelope)
+			}
+			r.noExchange(t, id)
+			if r.echo.n.Load() != 0 {
+				t.Fatal("the call ran")
+			}
+		})
+	}
+}
+
+// A signed request is answered with a signed error even when the text that
+// describes its fault is not ASCII.
+func TestSignedReplyWhateverTheText(t *testing.T) {
+	r := newPipeRig(t)
+	body, _ := r.build(t, req{})
+	body = r.mutate(t, body, true, func(m map[string]any) { m["capabilities"] = []any{"démo.écho"} })
+	rep := r.g.Receive(t.Context(), Inbound{Body: body})
+	if rep.Status != 400 || rep.Envelope == nil {
+		t.Fatalf("%d %s %v, want a signed 400", rep.Status, rep.Envelope, rep.Problem)
+	}
+	r.verified(t, rep.Envelope)
+}
+
+// A sender over its rate limit is refused without a durable write.
+func TestRateLimitedWritesNothing(t *testing.T) {
+	r := newPipeRig(t, func(o *Options, _ *pipeRig) { o.RateLimit = RateLimit{PerSecond: 0.001, Burst: 1} })
+	if rep, _ := r.send(t, req{}, ""); rep.Status != 200 {
+		t.Fatalf("first: %d", rep.Status)
+	}
+	before := len(r.records(t))
+	for range 20 {
+		if rep, _ := r.send(t, req{}, ""); rep.Status != 429 {
+			t.Fatalf("over the limit: %d", rep.Status)
+		}
+	}
+	if after := len(r.records(t)); after != before {
+		t.Fatalf("%d audit records written for refused requests", after-before)
+	}
+}
