@@ -55,7 +55,8 @@ type A2AConfig struct {
 //	rejected                 4002 PERMISSION_DENIED
 //	input-required           3001 HUMAN_INPUT_REQUIRED
 //	auth-required            3003 AUTHENTICATION_REQUIRED
-//	submitted, working       polled until the timeout, then 5004 TIMEOUT
+//	submitted, working       polled until the timeout, then 6005
+//	                         RESULT_STATE_UNKNOWN (side effects unknown)
 //
 // Accepted JSON-RPC methods: SendMessage (A2A 1.0), and the older
 // message/send (0.2/0.3) and tasks/send (0.1), whose message is read in
@@ -354,8 +355,18 @@ func (h *A2A) Execute(ctx context.Context, c Call) (Result, error) {
 	}
 	tctx, cancel := context.WithTimeout(ctx, h.timeout)
 	defer cancel()
-	res, err := h.client.SendMessage(tctx, s.req)
+	sctx, sent := withSendTrace(tctx)
+	res, err := h.client.SendMessage(sctx, s.req)
 	if err != nil {
+		if tctx.Err() != nil {
+			if sent.mayHaveSent() {
+				return Result{}, unanswered(ctx, "a2a: the message was sent and no answer came within %s", h.timeout)
+			}
+			return Result{}, notSent(ctx, "a2a: the message could not be sent within %s", h.timeout)
+		}
+		if !sent.mayHaveSent() {
+			return Result{}, fail(asc.DependencyUnavailable, nothingHappened, "a2a: %s", sanitize([]byte(err.Error())))
+		}
 		return Result{}, h.sendFailed(ctx, tctx, err)
 	}
 	switch r := res.(type) {
@@ -374,10 +385,9 @@ func (h *A2A) task(ctx, tctx context.Context, c Call, t *a2a.Task) (Result, erro
 		select {
 		case <-tctx.Done():
 			timer.Stop()
-			if ctx.Err() != nil {
-				return Result{}, fail(cancelCode(ctx), unknown, "a2a: task %s still %s: %v", t.ID, t.Status.State, ctx.Err())
-			}
-			return Result{}, fail(asc.Timeout, unknown, "a2a: task %s still %s after %s", t.ID, t.Status.State, h.timeout)
+			// The agent has the task and may be acting on it: the outcome
+			// is unknown, not merely late (ASC §5).
+			return Result{}, unanswered(ctx, "a2a: task %s still %s when the wait ended after %s", t.ID, t.Status.State, h.timeout)
 		case <-timer.C:
 		}
 		nt, err := h.client.GetTask(tctx, &a2a.GetTaskRequest{ID: t.ID})
@@ -439,10 +449,10 @@ func (h *A2A) result(c Call, v any) (Result, error) {
 // sendFailed maps an error of SendMessage or GetTask.
 func (h *A2A) sendFailed(ctx, tctx context.Context, err error) error {
 	switch {
-	case ctx.Err() != nil:
-		return fail(cancelCode(ctx), unknown, "a2a: %v", ctx.Err())
 	case tctx.Err() != nil:
-		return fail(asc.Timeout, unknown, "a2a: no answer within %s", h.timeout)
+		// Only reached once the message was sent (Execute sorts out the
+		// rest), or while polling a task the agent has.
+		return unanswered(ctx, "a2a: no answer within %s", h.timeout)
 	case errors.Is(err, a2a.ErrTaskNotFound):
 		return fail(asc.NotFound, refused, "a2a: task not found")
 	case errors.Is(err, a2a.ErrUnauthenticated), errors.Is(err, a2a.ErrUnauthorized):

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"iter"
+	"net"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync/atomic"
@@ -144,14 +146,43 @@ func TestA2AWorking(t *testing.T) {
 	if !strings.Contains(string(res.Data), "TASK_STATE_COMPLETED") {
 		t.Errorf("result %s", res.Data)
 	}
-	// Still working at the deadline: TIMEOUT, side effects unknown.
+	// Still working when the wait ends (the send blocks, or the task is
+	// polled): the agent has the task and may act on it, so the outcome is
+	// 6005 RESULT_STATE_UNKNOWN, not a retryable TIMEOUT (ASC §5).
 	h = newA2A(t, ts.URL, 300*time.Millisecond)
 	for _, cfg := range []string{"", `,"configuration":{"returnImmediately":true}`} {
 		_, err = h.Execute(context.Background(), a2aCall("hang", cfg))
-		wantCode(t, err, asc.Timeout)
-		if env := asc.FromError(err); env.Retry == nil || env.Retry.SideEffectState != asc.SideEffectUnknown {
-			t.Errorf("retry %+v", env.Retry)
+		wantCode(t, err, asc.ResultStateUnknown)
+		if env := asc.FromError(err); env.Retry == nil || env.Retry.SideEffectState != asc.SideEffectUnknown ||
+			env.Retry.Retryable || env.Retry.Safe {
+			t.Errorf("%q: retry %+v", cfg, env.Retry)
 		}
+	}
+	// The caller's context ends while the task is working: the same.
+	h = newA2A(t, ts.URL, time.Hour)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	_, err = h.Execute(ctx, a2aCall("hang", `,"configuration":{"returnImmediately":true}`))
+	wantCode(t, err, asc.ResultStateUnknown)
+}
+
+// The agent cannot be reached in time: nothing was sent, TIMEOUT, safe to
+// retry.
+func TestA2ATimeoutBeforeSending(t *testing.T) {
+	hang := &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			<-ctx.Done()
+			return nil, ctx.Err()
+		},
+	}}
+	h, err := handler.NewA2A(handler.A2AConfig{URL: "http://agent.invalid/", Timeout: 100 * time.Millisecond, Client: hang})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = h.Execute(context.Background(), a2aCall("hi", ""))
+	wantCode(t, err, asc.Timeout)
+	if env := asc.FromError(err); env.Retry == nil || env.Retry.SideEffectState != asc.SideEffectNone || !env.Retry.Safe {
+		t.Errorf("retry %+v", env.Retry)
 	}
 }
 

@@ -61,8 +61,11 @@
 //	arguments not one strict JSON object, bad name    4000 INVALID_REQUEST          -
 //	descriptor AAIS cannot carry, result not object,  6001 INTERNAL_ERROR           -
 //	  handler error without an ASC status
-//	context cancelled                                 3004 CANCELLED                retryable, unsafe, side effects unknown
-//	context deadline                                  5004 TIMEOUT                  retryable, unsafe, side effects unknown
+//	context ended before the request could leave      5004 TIMEOUT (deadline) or    retryable and safe, side effects none
+//	                                                  3004 CANCELLED                (cancelled: side effects none)
+//	context ended after the request may have reached  6005 RESULT_STATE_UNKNOWN     not retryable, unsafe, side effects
+//	  the upstream (timeout or caller), task still                                  unknown: reconcile first (ASC §5)
+//	  working, program killed on timeout
 //
 //	HTTP
 //	2xx with one JSON object (204: {})                success
@@ -78,11 +81,12 @@
 //	501                                               4007 UNSUPPORTED_CAPABILITY   side effects none
 //	502                                               5003 DEPENDENCY_UNAVAILABLE   retryable, unsafe, side effects unknown
 //	503                                               5003 DEPENDENCY_UNAVAILABLE   retryable, safe, after Retry-After
-//	504                                               5004 TIMEOUT                  retryable, unsafe, side effects unknown
+//	504 (a gateway gave up after forwarding)          6005 RESULT_STATE_UNKNOWN     not retryable, unsafe, side effects unknown
 //	500 and any other status                          5005 TOOL_EXECUTION_FAILED    retryable, unsafe, side effects unknown
 //	connecting or TLS handshake failed                5003 DEPENDENCY_UNAVAILABLE   retryable, safe, side effects none
 //	connection failed after connecting                5003 DEPENDENCY_UNAVAILABLE   retryable, unsafe, side effects unknown
-//	no answer within Timeout                          5004 TIMEOUT                  retryable, unsafe, side effects unknown
+//	no connection within Timeout (nothing sent)       5004 TIMEOUT                  retryable, safe, side effects none
+//	sent, no answer (or body) within Timeout          6005 RESULT_STATE_UNKNOWN     not retryable, unsafe, side effects unknown
 //
 //	Exec
 //	exit 0 with one JSON object on stdout             success
@@ -92,7 +96,13 @@
 //	                                                                                and cut to 512 characters, in the message
 //	stdout over MaxOutputBytes (program killed)       5002 RESOURCE_EXHAUSTED       side effects possible
 //	stdout not one JSON object                        7005 INTEGRITY_CHECK_FAILED   side effects possible
-//	still running after Timeout (group killed)        5004 TIMEOUT                  retryable, unsafe, side effects unknown
+//	still running after Timeout, or the caller's      6005 RESULT_STATE_UNKNOWN     not retryable, unsafe, side effects unknown
+//	  context ended after it started (group killed)
+//
+//	MCP and A2A
+//	tools/call or message sent, no answer in time     6005 RESULT_STATE_UNKNOWN     not retryable, unsafe, side effects unknown
+//	A2A task still submitted/working at the deadline  6005 RESULT_STATE_UNKNOWN     not retryable, unsafe, side effects unknown
+//	server not reached in time (nothing sent)         5004 TIMEOUT                  retryable, safe, side effects none
 //
 // Reasons for the less obvious choices:
 //
@@ -104,9 +114,17 @@
 //     AUTHENTICATION_REQUIRED: the credentials at fault are the gateway's,
 //     and the calling agent cannot fix them by authenticating again.
 //   - 429 and 503 mean the upstream refused before acting (RFC 6585,
-//     RFC 9110 §15.6.4), so a retry is marked safe; 500, 502, 504 and
-//     timeouts after connecting leave the side effects unknown, so
-//     asc.DecideRetry answers ReconcileFirst.
+//     RFC 9110 §15.6.4), so a retry is marked safe; 500 and 502 leave the
+//     side effects unknown, so asc.DecideRetry answers ReconcileFirst.
+//   - A call that timed out after it may have reached the upstream is 6005
+//     RESULT_STATE_UNKNOWN, not 5004 TIMEOUT: ASC §5 says so, because
+//     TIMEOUT only says a deadline passed and a sender would retry it.
+//     "May have reached" is decided conservatively: for HTTP (the http
+//     handler, A2A and Streamable HTTP MCP) a connection was obtained for
+//     the request (net/http client trace), or no connection attempt was
+//     seen at all; a stdio MCP server always has the call once it is
+//     written; a program has it once started. Only a call whose time ran
+//     out while connecting is a safe TIMEOUT.
 //   - A 2xx whose body cannot be used is INTEGRITY_CHECK_FAILED (a schema
 //     check on the output failed and the output is withheld) with side
 //     effects possible: the upstream reported success, so it must not be

@@ -195,10 +195,10 @@ func (e *Exec) Execute(ctx context.Context, c Call) (Result, error) {
 	switch {
 	case stdout.overflow:
 		return Result{}, fail(asc.ResourceExhausted, mayHaveRun, "exec: %s wrote more than %d bytes to stdout and was killed", e.path, e.max)
-	case ctx.Err() != nil:
-		return Result{}, fail(cancelCode(ctx), unknown, "exec: %s: %v", e.path, ctx.Err())
 	case tctx.Err() != nil:
-		return Result{}, fail(asc.Timeout, unknown, "exec: %s did not finish within %s and was killed", e.path, e.timeout)
+		// The program ran and was killed: what it did before is unknown
+		// (ASC §5: RESULT_STATE_UNKNOWN, not TIMEOUT).
+		return Result{}, unanswered(ctx, "exec: %s was killed before it finished (timeout %s)", e.path, e.timeout)
 	case err != nil:
 		var exit *exec.ExitError
 		if errors.As(err, &exit) {

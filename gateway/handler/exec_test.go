@@ -61,6 +61,15 @@ func helper(mode string) int {
 		time.Sleep(time.Hour)
 	case "sleep-child":
 		time.Sleep(time.Hour)
+	case "effect-then-hang":
+		// Acts (writes a file in its working directory), then never
+		// answers: the caller cannot tell this from a program that hung
+		// before acting.
+		_, _ = io.ReadAll(os.Stdin)
+		if err := os.WriteFile("effect", []byte("done"), 0o600); err != nil {
+			return 1
+		}
+		time.Sleep(time.Hour)
 	default:
 		fmt.Fprintln(os.Stderr, "unknown helper mode", mode)
 		return 2
@@ -187,23 +196,49 @@ func TestExecNonZeroExit(t *testing.T) {
 	}
 }
 
+// A program killed on timeout after it started may have acted: the status
+// is 6005 RESULT_STATE_UNKNOWN, never a retryable TIMEOUT (ASC §5).
 func TestExecTimeout(t *testing.T) {
-	e := newExec(t, "sleep", func(c *handler.ExecConfig) { c.Timeout = 50 * time.Millisecond })
+	dir := t.TempDir()
+	e := newExec(t, "effect-then-hang", func(c *handler.ExecConfig) { c.Timeout = 300 * time.Millisecond; c.Dir = dir })
 	_, err := e.Execute(context.Background(), execCall)
-	env := wantStatus(t, err, asc.Timeout, asc.SideEffectUnknown)
-	if env.Retry.Safe {
-		t.Error("timeout marked safe")
+	env := wantStatus(t, err, asc.ResultStateUnknown, asc.SideEffectUnknown)
+	if env.Retry.Safe || env.Retry.Retryable {
+		t.Errorf("retry %+v: a killed program is marked retryable or safe", env.Retry)
 	}
-	// The caller cancels: CANCELLED.
-	e = newExec(t, "sleep", func(c *handler.ExecConfig) { c.Timeout = time.Hour })
+	if d := asc.DecideRetry(env, asc.RetryContext{Now: time.Now(), Idempotent: true}); d.Outcome != asc.ReconcileFirst {
+		t.Errorf("DecideRetry: %v", d.Outcome)
+	}
+	// It did act: a blind retry would have acted twice.
+	if _, err := os.Stat(filepath.Join(dir, "effect")); err != nil {
+		t.Errorf("the helper left no effect: %v", err)
+	}
+	e = newExec(t, "sleep", func(c *handler.ExecConfig) { c.Timeout = 50 * time.Millisecond })
+	_, err = e.Execute(context.Background(), execCall)
+	wantStatus(t, err, asc.ResultStateUnknown, asc.SideEffectUnknown)
+
+	// The caller's context ends after the program started: unknown too.
+	dir = t.TempDir()
+	e = newExec(t, "effect-then-hang", func(c *handler.ExecConfig) { c.Timeout = time.Hour; c.Dir = dir })
 	ctx, cancel := context.WithCancel(context.Background())
-	go cancel()
+	defer cancel()
+	go func() {
+		for ctx.Err() == nil {
+			if _, err := os.Stat(filepath.Join(dir, "effect")); err == nil {
+				cancel()
+				return
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
 	_, err = e.Execute(ctx, execCall)
-	// Whether the program had started when the context ended decides the
-	// side-effect state (none or unknown); the status is the same.
-	if code := asc.CodeOf(err); code != asc.Cancelled {
-		t.Errorf("cancelled: %v", err)
-	}
+	wantStatus(t, err, asc.ResultStateUnknown, asc.SideEffectUnknown)
+
+	// The context ended before the program could start: nothing ran.
+	ctx, cancel = context.WithCancel(context.Background())
+	cancel()
+	_, err = e.Execute(ctx, execCall)
+	wantStatus(t, err, asc.Cancelled, asc.SideEffectNone)
 }
 
 func TestExecNotJSON(t *testing.T) {

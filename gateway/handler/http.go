@@ -168,6 +168,7 @@ func (h *HTTP) Execute(ctx context.Context, c Call) (Result, error) {
 	}
 	tctx, cancel := context.WithTimeout(ctx, h.timeout)
 	defer cancel()
+	tctx, sent := withSendTrace(tctx)
 	req, err := http.NewRequestWithContext(tctx, http.MethodPost, h.url, bytes.NewReader(c.Args))
 	if err != nil {
 		return Result{}, fail(asc.InternalError, refused, "http: %v", err)
@@ -193,7 +194,7 @@ func (h *HTTP) Execute(ctx context.Context, c Call) (Result, error) {
 
 	resp, err := h.client.Do(req)
 	if err != nil {
-		return Result{}, transportError(ctx, tctx, err)
+		return Result{}, transportError(ctx, tctx, err, sent.mayHaveSent(), h.timeout)
 	}
 	defer func() {
 		// Drain a little so the connection can be reused; never much.
@@ -219,11 +220,10 @@ func (h *HTTP) success(ctx, tctx context.Context, resp *http.Response, c Call) (
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, h.max+1))
 	if err != nil {
-		if ctx.Err() != nil {
-			return Result{}, fail(cancelCode(ctx), mayHaveRun, "http: reading the answer: %v", ctx.Err())
-		}
 		if tctx.Err() != nil {
-			return Result{}, fail(asc.Timeout, mayHaveRun, "http: reading the answer took longer than %s", h.timeout)
+			// The upstream answered 2xx and the rest of its answer did
+			// not come in time: it may well have acted.
+			return Result{}, unanswered(ctx, "http: upstream answered %d but its body did not arrive within %s", resp.StatusCode, h.timeout)
 		}
 		return Result{}, fail(asc.DependencyUnavailable, mayHaveRun, "http: reading the answer: %v", err)
 	}
@@ -273,20 +273,25 @@ func (h *HTTP) statusError(resp *http.Response) error {
 	case s == http.StatusBadGateway:
 		return fail(asc.DependencyUnavailable, unknown, "http: upstream answered 502")
 	case s == http.StatusGatewayTimeout:
-		return fail(asc.Timeout, unknown, "http: upstream answered 504")
+		// A gateway in front of the service forwarded the call and gave
+		// up waiting: whether it committed is unknown (ASC §5).
+		return fail(asc.ResultStateUnknown, resultUnknown, "http: upstream answered 504")
 	default:
 		return fail(asc.ToolExecutionFailed, unknown, "http: upstream answered %d", s)
 	}
 }
 
-// transportError maps a failure to get an answer at all.
-func transportError(ctx, tctx context.Context, err error) error {
+// transportError maps a failure to get an answer at all. sent says whether
+// the request may have reached the upstream (sendTrace): a call whose time
+// ran out after that is 6005 RESULT_STATE_UNKNOWN, before it 5004 TIMEOUT
+// (or 3004 CANCELLED), safe to send again.
+func transportError(ctx, tctx context.Context, err error, sent bool, timeout time.Duration) error {
 	switch {
-	case ctx.Err() != nil:
-		return fail(cancelCode(ctx), unknown, "http: %v", ctx.Err())
+	case tctx.Err() != nil && sent:
+		return unanswered(ctx, "http: the request was sent and no answer came within %s", timeout)
 	case tctx.Err() != nil:
-		return fail(asc.Timeout, unknown, "http: no answer within the timeout")
-	case notConnected(err):
+		return notSent(ctx, "http: the request could not be sent within %s", timeout)
+	case notConnected(err) || !sent:
 		return fail(asc.DependencyUnavailable, nothingHappened, "http: %v", err)
 	default:
 		return fail(asc.DependencyUnavailable, unknown, "http: %v", err)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -225,7 +226,7 @@ func TestHTTPAnswers(t *testing.T) {
 				}
 			}},
 		{"502", answer{502, "", "", nil}, asc.DependencyUnavailable, asc.SideEffectUnknown, nil},
-		{"504", answer{504, "", "", nil}, asc.Timeout, asc.SideEffectUnknown, nil},
+		{"504", answer{504, "", "", nil}, asc.ResultStateUnknown, asc.SideEffectUnknown, nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -262,9 +263,24 @@ func TestHTTPNoContent(t *testing.T) {
 	}
 }
 
+// An upstream that received the request and does not answer in time may
+// have acted: 6005 RESULT_STATE_UNKNOWN, side effects unknown, not
+// retryable (ASC §5), whether the handler's timeout or the caller's
+// context ends the wait, and whether the headers or the body are late.
 func TestHTTPSlowServer(t *testing.T) {
 	release := make(chan struct{})
+	var received atomic.Int64
+	got := make(chan struct{}, 10)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.ReadAll(r.Body)
+		received.Add(1)
+		got <- struct{}{}
+		if r.URL.Path == "/late-body" {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(200)
+			_, _ = io.WriteString(w, `{"partial":`)
+			w.(http.Flusher).Flush()
+		}
 		select {
 		case <-r.Context().Done():
 		case <-release:
@@ -272,23 +288,57 @@ func TestHTTPSlowServer(t *testing.T) {
 	}))
 	defer srv.Close()
 	defer close(release)
-	h := newHTTP(t, handler.HTTPConfig{URL: srv.URL, Timeout: 20 * time.Millisecond})
-	_, err := h.Execute(context.Background(), httpCall)
-	env := wantStatus(t, err, asc.Timeout, asc.SideEffectUnknown)
-	if env.Retry.Safe {
-		t.Error("a timeout after sending is marked safe")
+	for _, path := range []string{"/", "/late-body"} {
+		h := newHTTP(t, handler.HTTPConfig{URL: srv.URL + path, Timeout: 100 * time.Millisecond})
+		_, err := h.Execute(context.Background(), httpCall)
+		env := wantStatus(t, err, asc.ResultStateUnknown, asc.SideEffectUnknown)
+		if env.Retry.Safe || env.Retry.Retryable {
+			t.Errorf("%s: retry %+v: a timeout after sending is marked retryable or safe", path, env.Retry)
+		}
+		<-got
 	}
 
-	// The caller's context ends first: cancelled, not timeout.
-	h = newHTTP(t, handler.HTTPConfig{URL: srv.URL, Timeout: time.Hour})
+	// The caller's context ends while the upstream holds the request.
+	h := newHTTP(t, handler.HTTPConfig{URL: srv.URL, Timeout: time.Hour})
 	ctx, cancel := context.WithCancel(context.Background())
-	go func() {
-		// Cancel once the request is in flight; the handler blocks anyway,
-		// so the order does not matter for the result.
-		cancel()
-	}()
+	go func() { <-got; cancel() }()
+	_, err := h.Execute(ctx, httpCall)
+	wantStatus(t, err, asc.ResultStateUnknown, asc.SideEffectUnknown)
+	if received.Load() != 3 {
+		t.Errorf("%d requests received, want 3", received.Load())
+	}
+}
+
+// A call whose time runs out before a connection exists never reached the
+// upstream: 5004 TIMEOUT, retryable and safe (or 3004 CANCELLED, side
+// effects none, when the caller cancelled).
+func TestHTTPTimeoutBeforeSending(t *testing.T) {
+	var dials atomic.Int64
+	hang := &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			dials.Add(1)
+			<-ctx.Done() // a SYN into the void
+			return nil, ctx.Err()
+		},
+	}}
+	h := newHTTP(t, handler.HTTPConfig{URL: "http://upstream.invalid/", Timeout: 50 * time.Millisecond, Client: hang})
+	_, err := h.Execute(context.Background(), httpCall)
+	env := wantStatus(t, err, asc.Timeout, asc.SideEffectNone)
+	if !env.Retry.Safe || !env.Retry.Retryable {
+		t.Errorf("retry %+v: nothing was sent, a retry is safe", env.Retry)
+	}
+	h = newHTTP(t, handler.HTTPConfig{URL: "http://upstream.invalid/", Timeout: time.Hour, Client: hang})
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
 	_, err = h.Execute(ctx, httpCall)
-	wantStatus(t, err, asc.Cancelled, asc.SideEffectUnknown)
+	wantStatus(t, err, asc.Timeout, asc.SideEffectNone)
+	ctx, cancel = context.WithCancel(context.Background())
+	go func() { time.Sleep(30 * time.Millisecond); cancel() }()
+	_, err = h.Execute(ctx, httpCall)
+	wantStatus(t, err, asc.Cancelled, asc.SideEffectNone)
+	if dials.Load() != 3 {
+		t.Errorf("%d dials, want 3", dials.Load())
+	}
 }
 
 func TestHTTPRedirectNotFollowed(t *testing.T) {

@@ -489,9 +489,12 @@ func (h *MCP) Execute(ctx context.Context, c Call) (Result, error) {
 	if tc.arguments != nil {
 		params.Arguments = tc.arguments
 	}
-	res, err := cs.CallTool(tctx, params)
+	// Over HTTP the trace tells whether the tools/call POST may have left;
+	// over stdio (no trace events) it was written to the server: sent.
+	sctx, sent := withSendTrace(tctx)
+	res, err := cs.CallTool(sctx, params)
 	if err != nil {
-		return Result{}, h.callFailed(ctx, tctx, cs, tc.name, err)
+		return Result{}, h.callFailed(ctx, tctx, cs, tc.name, err, sent.mayHaveSent())
 	}
 	data, err := json.Marshal(res)
 	if err != nil {
@@ -545,13 +548,14 @@ func toolError(name string, data []byte, res *mcp.CallToolResult) error {
 }
 
 // callFailed maps an error of tools/call.
-func (h *MCP) callFailed(ctx, tctx context.Context, cs *mcp.ClientSession, name string, err error) error {
+func (h *MCP) callFailed(ctx, tctx context.Context, cs *mcp.ClientSession, name string, err error, sent bool) error {
 	var rpcErr *jsonrpc.Error
 	switch {
-	case ctx.Err() != nil:
-		return fail(cancelCode(ctx), unknown, "mcp: %v", ctx.Err())
+	case tctx.Err() != nil && sent:
+		// The server has the call and may be running the tool (ASC §5).
+		return unanswered(ctx, "mcp: the tool %q did not answer within %s", name, h.timeout)
 	case tctx.Err() != nil:
-		return fail(asc.Timeout, unknown, "mcp: the tool %q did not answer within %s", name, h.timeout)
+		return notSent(ctx, "mcp: the call of %q could not be sent within %s", name, h.timeout)
 	case errors.As(err, &rpcErr) && !localRPCError(rpcErr.Code):
 		msg := sanitize([]byte(rpcErr.Message))
 		switch rpcErr.Code {
@@ -571,7 +575,7 @@ func (h *MCP) callFailed(ctx, tctx context.Context, cs *mcp.ClientSession, name 
 	// (and restarts a stdio server).
 	h.drop(cs)
 	o := unknown
-	if notConnected(err) {
+	if notConnected(err) || !sent {
 		o = nothingHappened
 	}
 	return fail(asc.DependencyUnavailable, o, "mcp: calling %q: %s", name, sanitize([]byte(err.Error())))

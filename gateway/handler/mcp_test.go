@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -255,14 +256,100 @@ func TestMCPToolErrors(t *testing.T) {
 	}
 }
 
+// wantUnknown checks for 6005 RESULT_STATE_UNKNOWN with side effects
+// unknown and a contract that allows no blind retry.
+func wantUnknown(t *testing.T, err error) {
+	t.Helper()
+	wantCode(t, err, asc.ResultStateUnknown)
+	env := asc.FromError(err)
+	if env.Retry == nil || env.Retry.SideEffectState != asc.SideEffectUnknown || env.Retry.Retryable || env.Retry.Safe {
+		t.Errorf("retry %+v", env.Retry)
+	}
+	if d := asc.DecideRetry(&env, asc.RetryContext{Now: time.Now(), Idempotent: true}); d.Outcome != asc.ReconcileFirst {
+		t.Errorf("DecideRetry: %v", d.Outcome)
+	}
+}
+
+// A tools/call the server received and did not answer in time may have
+// run: 6005, whether the handler's timeout or the caller ends the wait.
 func TestMCPTimeout(t *testing.T) {
 	h, _, _ := inMemoryMCP(t, func(c *handler.MCPConfig) { c.Timeout = 200 * time.Millisecond })
 	_, err := h.Execute(context.Background(), toolCall("sleep", `{}`))
-	wantCode(t, err, asc.Timeout)
+	wantUnknown(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { time.Sleep(50 * time.Millisecond); cancel() }()
 	_, err = h.Execute(ctx, toolCall("sleep", `{}`))
-	wantCode(t, err, asc.Cancelled)
+	wantUnknown(t, err)
+	// The session is still usable.
+	if _, err := h.Execute(context.Background(), toolCall("add", `{"a":1,"b":1}`)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The same over stdio, with a real server process that hangs in the tool,
+// and over Streamable HTTP.
+func TestMCPTimeoutStdioAndHTTP(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Skip(err)
+	}
+	stdio, err := handler.NewMCP(handler.MCPConfig{
+		Command: []string{self, "-test.run=^$"},
+		Dir:     t.TempDir(),
+		Env:     []string{mcpHelperEnv + "=stdio", "GORACE=atexit_sleep_ms=0"},
+		Timeout: 2 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = stdio.Close() })
+	// Start the server first, so that the timeout below is the tool's.
+	if _, err := stdio.Execute(context.Background(), toolCall("add", `{"a":1,"b":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	_, err = stdio.Execute(context.Background(), toolCall("sleep", `{}`))
+	wantUnknown(t, err)
+
+	srv := newMCPServer(nil)
+	release := make(chan struct{})
+	srv.AddTool(&mcp.Tool{Name: "hang", InputSchema: objectSchema}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		<-release
+		return textResult("late"), nil
+	})
+	mh := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+	ts := httptest.NewServer(mh)
+	t.Cleanup(ts.Close)
+	remote, err := handler.NewMCP(handler.MCPConfig{URL: ts.URL + "/mcp", Timeout: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = remote.Close() })
+	if _, err := remote.Execute(context.Background(), toolCall("add", `{"a":1,"b":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { close(release) }) // first: lets the server and the session close
+	_, err = remote.Execute(context.Background(), toolCall("hang", `{}`))
+	wantUnknown(t, err)
+}
+
+// A server that cannot be reached in time never got the call: TIMEOUT,
+// side effects none, safe to retry.
+func TestMCPTimeoutBeforeSending(t *testing.T) {
+	hang := &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			<-ctx.Done()
+			return nil, ctx.Err()
+		},
+	}}
+	h, err := handler.NewMCP(handler.MCPConfig{URL: "http://mcp.invalid/mcp", Timeout: 100 * time.Millisecond, Client: hang})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = h.Execute(context.Background(), toolCall("add", `{}`))
+	wantCode(t, err, asc.Timeout)
+	if env := asc.FromError(err); env.Retry == nil || env.Retry.SideEffectState != asc.SideEffectNone || !env.Retry.Safe {
+		t.Errorf("retry %+v", env.Retry)
+	}
 }
 
 func TestMCPToolsAllowlist(t *testing.T) {

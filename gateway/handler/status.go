@@ -1,7 +1,11 @@
 package handler
 
 import (
+	"context"
+	"errors"
+	"net/http/httptrace"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -32,7 +36,60 @@ var (
 	// unknown: the call may or may not have reached the upstream; the
 	// failure is transient, but only reconciliation makes a retry safe.
 	unknown = outcome{retryable: true, effects: asc.SideEffectUnknown}
+	// resultUnknown: the call may have reached the upstream and no final
+	// answer came (a timeout or cancellation after sending, a task still
+	// working). It goes with 6005 RESULT_STATE_UNKNOWN (ASC §5): not
+	// retryable, not safe; the caller must reconcile first.
+	resultUnknown = outcome{effects: asc.SideEffectUnknown}
 )
+
+// unanswered is the status of a call whose context ended (its timeout, or
+// the caller's context) after the request may have reached the upstream:
+// 6005 RESULT_STATE_UNKNOWN, never 5004 TIMEOUT, because nobody can tell
+// whether it committed. why is a developer diagnostic.
+func unanswered(ctx context.Context, format string, args ...any) *asc.Error {
+	e := fail(asc.ResultStateUnknown, resultUnknown, format, args...)
+	if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		e.Envelope.Message.Developer += " (the caller cancelled)"
+	}
+	return e
+}
+
+// notSent is the status of a call whose context ended before its request
+// could have left: 5004 TIMEOUT (retryable and safe: nothing reached the
+// upstream) for a deadline, 3004 CANCELLED otherwise.
+func notSent(ctx context.Context, format string, args ...any) *asc.Error {
+	if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return fail(asc.Cancelled, refused, format, args...)
+	}
+	return fail(asc.Timeout, nothingHappened, format, args...)
+}
+
+// sendTrace records, through net/http's client trace, whether an HTTP
+// request may have reached the server: once a connection was obtained for
+// it, bytes may have left. A request for which no connection attempt was
+// seen at all (a client library that does not pass the context on, say)
+// counts as possibly sent: the unsafe answer is the conservative one.
+type sendTrace struct {
+	attempted atomic.Bool
+	connected atomic.Bool
+}
+
+// withSendTrace returns ctx with a client trace feeding a new sendTrace.
+// Traces already in ctx keep working (httptrace composes them).
+func withSendTrace(ctx context.Context) (context.Context, *sendTrace) {
+	st := &sendTrace{}
+	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		GetConn: func(string) { st.attempted.Store(true) },
+		GotConn: func(httptrace.GotConnInfo) { st.connected.Store(true) },
+	}), st
+}
+
+// mayHaveSent reports whether the traced request may have reached the
+// server.
+func (st *sendTrace) mayHaveSent() bool {
+	return st.connected.Load() || !st.attempted.Load()
+}
 
 // fail returns an *asc.Error for code in the tool_call scope carrying o as
 // its retry contract. The formatted text is a developer diagnostic.
