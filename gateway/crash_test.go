@@ -11,6 +11,8 @@ import (
 	"github.com/custos-runtime/custos/aais"
 	"github.com/custos-runtime/custos/audit"
 	"github.com/custos-runtime/custos/gateway/exchange"
+	"github.com/custos-runtime/custos/gateway/exchange/pgexchange"
+	"github.com/custos-runtime/custos/internal/pgutil/pgtest"
 	"github.com/custos-runtime/custos/store/memstore"
 	"github.com/google/uuid"
 )
@@ -68,6 +70,26 @@ func withFaultyApprovals(fails int32) rigOption {
 		}
 		o.Authority, r.auth = auth, auth
 	}
+}
+
+// withPostgres keeps the rig's exchanges in PostgreSQL (a fresh schema);
+// the test skips without CUSTOS_TEST_POSTGRES_DSN.
+func withPostgres(t *testing.T) rigOption {
+	schema := pgtest.Schema(t)
+	return func(o *Options, r *pipeRig) {
+		s, err := pgexchange.Open(t.Context(), pgtest.DSN(t), &pgexchange.Options{Schema: schema, Now: r.clk.Now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		o.Exchanges, r.xs = s, s
+	}
+}
+
+// backends runs f on the rig's SQLite exchange store and on PostgreSQL.
+func backends(t *testing.T, f func(t *testing.T, opts ...rigOption)) {
+	t.Run("sqlite", func(t *testing.T) { f(t) })
+	t.Run("postgres", func(t *testing.T) { f(t, withPostgres(t)) })
 }
 
 func (r *pipeRig) state(t *testing.T, msgID string) exchange.Exchange {
@@ -259,34 +281,36 @@ func TestRetryGetsTheFirstReplyInEveryState(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			r := newPipeRig(t)
-			tc.q.id = uuid.NewString()
-			body, _ := r.build(t, tc.q)
-			first := r.g.Receive(t.Context(), Inbound{Body: body, IdempotencyKey: tc.key})
-			if first.Status != 202 {
-				t.Fatalf("first: %d %s %v", first.Status, first.Envelope, first.Problem)
-			}
-			if tc.after != nil {
-				tc.after(t, r, first)
-			}
-			ran := r.echo.n.Load()
-			// The same request again, signed again (a fresh ts, as a sender
-			// that retries after a while does), and the same bytes.
-			again, _ := r.build(t, tc.q)
-			for _, b := range [][]byte{again, body} {
-				rep := r.g.Receive(t.Context(), Inbound{Body: b, IdempotencyKey: tc.key})
-				tc.want(t, r, first, rep)
-			}
-			if n := r.echo.n.Load(); n != ran {
-				t.Fatalf("a retry ran the call: %d -> %d", ran, n)
-			}
-			// Another request under the same message id is refused.
-			other := tc.q
-			other.args = map[string]any{"text": "something else"}
-			ob, _ := r.build(t, other)
-			if rep := r.g.Receive(t.Context(), Inbound{Body: ob}); rep.Status != 409 {
-				t.Fatalf("another request under the same id: %d %s", rep.Status, rep.Envelope)
-			}
+			backends(t, func(t *testing.T, opts ...rigOption) {
+				r := newPipeRig(t, opts...)
+				tc.q.id = uuid.NewString()
+				body, _ := r.build(t, tc.q)
+				first := r.g.Receive(t.Context(), Inbound{Body: body, IdempotencyKey: tc.key})
+				if first.Status != 202 {
+					t.Fatalf("first: %d %s %v", first.Status, first.Envelope, first.Problem)
+				}
+				if tc.after != nil {
+					tc.after(t, r, first)
+				}
+				ran := r.echo.n.Load()
+				// The same request again, signed again (a fresh ts, as a sender
+				// that retries after a while does), and the same bytes.
+				again, _ := r.build(t, tc.q)
+				for _, b := range [][]byte{again, body} {
+					rep := r.g.Receive(t.Context(), Inbound{Body: b, IdempotencyKey: tc.key})
+					tc.want(t, r, first, rep)
+				}
+				if n := r.echo.n.Load(); n != ran {
+					t.Fatalf("a retry ran the call: %d -> %d", ran, n)
+				}
+				// Another request under the same message id is refused.
+				other := tc.q
+				other.args = map[string]any{"text": "something else"}
+				ob, _ := r.build(t, other)
+				if rep := r.g.Receive(t.Context(), Inbound{Body: ob}); rep.Status != 409 {
+					t.Fatalf("another request under the same id: %d %s", rep.Status, rep.Envelope)
+				}
+			})
 		})
 	}
 }
@@ -294,27 +318,29 @@ func TestRetryGetsTheFirstReplyInEveryState(t *testing.T) {
 // A sender that hangs up while its call runs changes nothing: the call is
 // recorded, audited and answered as if it had stayed.
 func TestClientHangUpChangesNothing(t *testing.T) {
-	r := newPipeRig(t)
-	r.echo.started = make(chan struct{}, 1)
-	r.echo.block = make(chan struct{})
-	body, id := r.build(t, req{})
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan Reply, 1)
-	go func() { done <- r.g.Receive(ctx, Inbound{Body: body}) }()
-	<-r.echo.started
-	cancel() // the client is gone
-	close(r.echo.block)
-	rep := <-done
-	if rep.Status != 200 {
-		t.Fatalf("reply: %d %s", rep.Status, rep.Envelope)
-	}
-	x := r.state(t, id)
-	if x.State != exchange.Done || string(x.Reply) != string(rep.Envelope) {
-		t.Fatalf("exchange %s, reply recorded %v", x.State, len(x.Reply) > 0)
-	}
-	if recs := r.recordsOf(t, audit.KindExecution, id); len(recs) != 1 || recs[0].Outcome != audit.OutcomeSucceeded {
-		t.Fatalf("execution records: %+v", recs)
-	}
+	backends(t, func(t *testing.T, opts ...rigOption) {
+		r := newPipeRig(t, opts...)
+		r.echo.started = make(chan struct{}, 1)
+		r.echo.block = make(chan struct{})
+		body, id := r.build(t, req{})
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan Reply, 1)
+		go func() { done <- r.g.Receive(ctx, Inbound{Body: body}) }()
+		<-r.echo.started
+		cancel() // the client is gone
+		close(r.echo.block)
+		rep := <-done
+		if rep.Status != 200 {
+			t.Fatalf("reply: %d %s", rep.Status, rep.Envelope)
+		}
+		x := r.state(t, id)
+		if x.State != exchange.Done || string(x.Reply) != string(rep.Envelope) {
+			t.Fatalf("exchange %s, reply recorded %v", x.State, len(x.Reply) > 0)
+		}
+		if recs := r.recordsOf(t, audit.KindExecution, id); len(recs) != 1 || recs[0].Outcome != audit.OutcomeSucceeded {
+			t.Fatalf("execution records: %+v", recs)
+		}
+	})
 }
 
 // waitState waits until the exchange of msgID (or the exchange id given)

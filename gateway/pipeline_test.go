@@ -136,7 +136,7 @@ func (s *callbackSink) delivered() []callbackHit {
 // pipeRig is a real gateway with its stores, a sender and a clock.
 type pipeRig struct {
 	g      *Gateway
-	xs     *exchange.Store
+	xs     exchange.Backend
 	auth   *aais.Authority
 	mem    *audit.Memory
 	clk    *pipeClock
