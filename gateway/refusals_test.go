@@ -157,3 +157,31 @@ func TestRateLimitedWritesNothing(t *testing.T) {
 		t.Fatalf("%d audit records written for refused requests", after-before)
 	}
 }
+
+// The replay window outlives idempotency records: once the key of a request
+// expired and was purged, the same signed bytes get the first reply and do
+// not run again.
+func TestReplayAfterTheKeyIsPurgedDoesNotRun(t *testing.T) {
+	r := newPipeRig(t)
+	body, id := r.build(t, req{idemKey: "pay-42"})
+	first := r.g.Receive(t.Context(), Inbound{Body: body, IdempotencyKey: "pay-42"})
+	if first.Status != 200 || r.echo.n.Load() != 1 {
+		t.Fatalf("first: %d, ran %d", first.Status, r.echo.n.Load())
+	}
+	n, err := r.xs.PurgeIdempotency(t.Context(), r.clk.Now().Add(48*time.Hour))
+	if err != nil || n != 1 {
+		t.Fatalf("purged %d keys, %v", n, err)
+	}
+	for _, key := range []string{"pay-42", ""} {
+		rep := r.g.Receive(t.Context(), Inbound{Body: body, IdempotencyKey: key})
+		if rep.Status != 200 || string(rep.Envelope) != string(first.Envelope) {
+			t.Fatalf("replay (header %q): %d %s, want the first reply", key, rep.Status, rep.Envelope)
+		}
+	}
+	if got := r.echo.n.Load(); got != 1 {
+		t.Fatalf("the replayed request ran %d times", got)
+	}
+	if recs := r.recordsOf(t, "execution", id); len(recs) != 1 {
+		t.Fatalf("%d execution records", len(recs))
+	}
+}
