@@ -103,6 +103,11 @@ var internalMappings = map[string]codeMapping{
 	"invalid_broker_agent_id":      {CodeInvalidRequest, asc.InvalidRequest},
 	"invalid_expires_at":           {CodeInvalidRequest, asc.InvalidRequest},
 	"expiry_too_soon":              {CodeServiceUnavailable, asc.FailedPrecondition},
+
+	// Freshness (CheckFreshness, Core §4.2.2 and §8.3): the wire code
+	// ARSIA and its vectors give is invalid_request.
+	IssueMessageExpired:    {CodeInvalidRequest, asc.InvalidRequest},
+	IssueClockSkewExceeded: {CodeInvalidRequest, asc.InvalidRequest},
 }
 
 // prefixMappings covers code families by prefix, longest first.
