@@ -54,7 +54,8 @@ latency counts from when each request was due (no coordinated omission).`,
 	gw.Flags().IntVar(&concurrency, "concurrency", 16, "concurrent clients (closed loop: each sends its next request when answered)")
 	gw.Flags().Float64Var(&rate, "rate", 0, "send at this many requests per second instead (open loop: latency counts from each request's scheduled time)")
 	gw.Flags().StringVar(&cpuprofile, "cpuprofile", "", "write a CPU profile of the gateway run to this file")
-	cmd.AddCommand(gw)
+	cmd.AddCommand(gw, newBenchFloodCommand())
+	cmd.AddCommand(newBenchCrashCommand())
 	return cmd
 }
 
