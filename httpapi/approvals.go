@@ -616,15 +616,40 @@ func (a *approvals) rules(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"rules": out})
 }
 
-// revoke revokes one rule as the caller. Any reviewer may revoke: revoking
-// only ever takes authority away.
+// revoke revokes one rule as the caller, when the policy lets them: the
+// reviewer who approved it, or one whose roles cover the request it came
+// from (revokeCheck).
 func (a *approvals) revoke(w http.ResponseWriter, r *http.Request) {
 	if !a.origins.allowed(r, false) {
 		problem(w, asc.PermissionDenied, http.StatusForbidden, "This origin may not revoke rules.")
 		return
 	}
+	ctx := r.Context()
 	actor := a.actor(r)
-	rule, revoked, err := a.o.Authority.RevokeRule(r.Context(), r.PathValue("id"), actor)
+	id := r.PathValue("id")
+	rs, err := a.o.Authority.Rules(ctx)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	target := rs.Get(id)
+	if target == nil {
+		problem(w, asc.NotFound, http.StatusNotFound, "No such rule.")
+		return
+	}
+	var from *aais.Request
+	if st, err := a.o.Authority.State(ctx, target.RequestID); err == nil {
+		from = st.Request.Event.Request
+	} else if !errors.Is(err, aais.ErrUnknownRequest) {
+		a.fail(w, r, err)
+		return
+	}
+	if f := a.o.Policy.revokeCheck(actor, target, from); f != nil {
+		a.o.Logger.WarnContext(ctx, "revocation refused by policy", "rule", target.ID, "actor", actor.ID, "reason", f.detail)
+		problem(w, f.code, f.status, f.detail)
+		return
+	}
+	rule, revoked, err := a.o.Authority.RevokeRule(ctx, id, actor)
 	if errors.Is(err, aais.ErrUnknownRule) {
 		problem(w, asc.NotFound, http.StatusNotFound, "No such rule.")
 		return

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"strings"
 
@@ -41,9 +40,7 @@ func (a *approvals) edit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var body editBody
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&body); err != nil || dec.More() {
+	if err := decodeObject(raw, &body, "arguments", "justification"); err != nil {
 		problem(w, asc.InvalidRequest, http.StatusBadRequest, `The body must be {"arguments": {...}, "justification": "..."}.`)
 		return
 	}
@@ -60,16 +57,10 @@ func (a *approvals) edit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req := st.Request.Event.Request
-	perm := a.o.Policy.Permission(actor, req)
-	if !perm.Decide {
-		a.o.Logger.WarnContext(ctx, "edit refused by policy", "request", req.ID, "actor", actor.ID, "reason", perm.Reason)
-		problem(w, asc.PermissionDenied, http.StatusForbidden, perm.Reason)
-		return
-	}
 	just := strings.TrimSpace(body.Justification)
-	if perm.JustificationRequired && just == "" {
-		problem(w, asc.InvalidRequest, http.StatusUnprocessableEntity,
-			fmt.Sprintf("Profile %s requires a justification for an edit.", perm.Profile))
+	if f := a.o.Policy.editCheck(actor, req, just); f != nil {
+		a.o.Logger.WarnContext(ctx, "edit refused by policy", "request", req.ID, "actor", actor.ID, "reason", f.detail)
+		problem(w, f.code, f.status, f.detail)
 		return
 	}
 	cancelled, created, err := a.o.Authority.Supersede(ctx, req.ID, body.Arguments, actor, just)

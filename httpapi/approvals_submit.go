@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/custos-runtime/custos/aais"
@@ -28,6 +29,10 @@ type SubmitOptions struct {
 	// under the gateway's harness could share its session rules. Nil means
 	// {"custos"}, the gateway's.
 	ReservedHarnesses []string
+	// Policy is the reviewer policy (roles): who may withdraw a request
+	// they did not submit. Nil lets every caller withdraw every request,
+	// as it lets every reviewer decide every one.
+	Policy *Policy
 	// MaxBody caps a submitted request (1 MiB when zero); MaxWait caps a
 	// long poll (60 s when zero).
 	MaxBody int64
@@ -59,7 +64,13 @@ type submit struct{ o SubmitOptions }
 // tokens). A submitted request may not offer persistent choices (a rule
 // outliving the requester could approve other processes' actions), may not
 // use a reserved harness, and may carry the custos.dev/exchange extension
-// only with a profile member. Errors are problem documents with their ASC
+// only with a profile member. The authenticated caller is recorded on the
+// request (extension custos.dev/submitter, SubmitterExtension), so that
+// separation of duties refuses the submitter's own approval and only the
+// submitter (or a reviewer who may decide the request) may withdraw it. A
+// withdrawal cancels the pending requests of the run only when the caller
+// may withdraw each of them and they all come from the same harness;
+// otherwise nothing is cancelled (403, or 409 for another harness). Errors are problem documents with their ASC
 // status: 401, 400/413/415 INVALID_REQUEST, 404 NOT_FOUND, 409 CONFLICT (the
 // id is taken by another request; a request without run id to withdraw by),
 // 500.
@@ -120,6 +131,19 @@ func (s *submit) create(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	actor, _ := r.Context().Value(actorKey{}).(aais.Actor)
+	// Who submitted it is recorded on the request itself: the store keeps
+	// it with the request, and an edit carries it over to the new one.
+	submitter, err := json.Marshal(aais.Actor{ID: actor.ID, Type: actor.Type, AuthenticatedBy: actor.AuthenticatedBy})
+	if err != nil || actor.ID == "" {
+		problem(w, asc.AuthenticationRequired, http.StatusUnauthorized, "Authentication is required.")
+		return
+	}
+	ext := make(aais.Extensions, len(req.Extensions)+1)
+	for k, v := range req.Extensions {
+		ext[k] = v
+	}
+	ext[SubmitterExtension] = submitter
+	req.Extensions = ext
 	sub, err := s.o.Authority.Submit(r.Context(), req)
 	switch {
 	case errors.Is(err, aais.ErrConflict):
@@ -143,13 +167,18 @@ func (s *submit) create(w http.ResponseWriter, r *http.Request) {
 
 // refusal says why a submitted request is not accepted ("" when it is).
 func (s *submit) refusal(req *aais.Request) string {
-	if slices.Contains(s.o.ReservedHarnesses, req.Origin.Harness) {
+	// Case does not make another harness: "Custos" would share the
+	// gateway's session rules in any consumer that folds case.
+	if slices.ContainsFunc(s.o.ReservedHarnesses, func(h string) bool { return strings.EqualFold(h, req.Origin.Harness) }) {
 		return fmt.Sprintf("origin.harness %q is reserved for this server's own requests.", req.Origin.Harness)
 	}
 	for _, c := range req.Choices {
 		if c.Scope == aais.ScopePersistent {
 			return "Submitted requests may not offer persistent approvals; offer once or session choices."
 		}
+	}
+	if _, ok := req.Extensions[SubmitterExtension]; ok {
+		return "The " + SubmitterExtension + " extension is recorded by this server; a submitted request may not carry it."
 	}
 	if raw, ok := req.Extensions[ExchangeExtension]; ok {
 		var ext map[string]json.RawMessage
@@ -207,15 +236,27 @@ func (s *submit) state(w http.ResponseWriter, r *http.Request) {
 func (s *submit) withdraw(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	id := r.PathValue("id")
+	actor, _ := r.Context().Value(actorKey{}).(aais.Actor)
 	st, err := s.o.Authority.State(ctx, id)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
+	req := st.Request.Event.Request
+	if f := s.o.Policy.withdrawCheck(actor, req); f != nil {
+		s.o.Logger.WarnContext(ctx, "withdrawal refused by policy", "request", req.ID, "actor", actor.ID, "reason", f.detail)
+		problem(w, f.code, f.status, f.detail)
+		return
+	}
 	if st.Resolution == nil {
-		run := st.Request.Event.Request.Origin.RunID
+		run := req.Origin.RunID
 		if run == "" {
 			problem(w, asc.Conflict, http.StatusConflict, "The request names no run to withdraw it by; deny it instead.")
+			return
+		}
+		if f := s.runCheck(ctx, actor, req); f != nil {
+			s.o.Logger.WarnContext(ctx, "withdrawal refused", "request", req.ID, "run", run, "actor", actor.ID, "reason", f.detail)
+			problem(w, f.code, f.status, f.detail)
 			return
 		}
 		if _, err := s.o.Authority.CancelOwned(ctx, aais.Owner{RunID: run}); err != nil {
@@ -232,6 +273,34 @@ func (s *submit) withdraw(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeMessage(w, http.StatusOK, st.Resolution.Event)
+}
+
+// runCheck says whether actor may cancel every pending request of req's
+// run: a withdrawal cancels by run id (aais.Authority.CancelOwned), and a
+// run id is only a string the submitter chose, so another harness's or
+// another submitter's request may carry the same one. Nothing is
+// cancelled unless each pending request of the run is of req's harness
+// and one actor may withdraw.
+func (s *submit) runCheck(ctx context.Context, actor aais.Actor, req *aais.Request) *failure {
+	snap, err := s.o.Authority.Snapshot(ctx)
+	if err != nil {
+		return &failure{http.StatusInternalServerError, asc.InternalError, "The approval store failed; nothing was withdrawn."}
+	}
+	for i := range snap.Snapshot.Pending {
+		p := &snap.Snapshot.Pending[i]
+		if p.ID == req.ID || p.Origin.RunID != req.Origin.RunID {
+			continue
+		}
+		if p.Origin.Harness != req.Origin.Harness {
+			return &failure{http.StatusConflict, asc.Conflict,
+				"Another harness's request uses the same run id; nothing was withdrawn. Deny the request instead."}
+		}
+		if f := s.o.Policy.withdrawCheck(actor, p); f != nil {
+			return &failure{http.StatusForbidden, asc.PermissionDenied,
+				"Another request of the same run is not yours to withdraw; nothing was withdrawn."}
+		}
+	}
+	return nil
 }
 
 func (s *submit) fail(w http.ResponseWriter, r *http.Request, err error) {

@@ -9,10 +9,12 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/custos-runtime/custos/aais"
+	"github.com/custos-runtime/custos/arsia"
 	"github.com/custos-runtime/custos/asc"
 )
 
@@ -133,9 +135,11 @@ func (u *reviewerUI) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var body loginBody
-	dec := json.NewDecoder(io.LimitReader(r.Body, 8<<10))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&body); err != nil || (body.Token == "") == (body.ID == "" && body.Password == "") {
+	raw, err := io.ReadAll(io.LimitReader(r.Body, 8<<10))
+	if err == nil {
+		err = decodeObject(raw, &body, "token", "id", "password")
+	}
+	if err != nil || (body.Token == "") == (body.ID == "" && body.Password == "") {
 		problem(w, asc.InvalidRequest, http.StatusBadRequest, `Send {"token": "…"} or {"id": "…", "password": "…"}.`)
 		return
 	}
@@ -212,9 +216,14 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 type originPolicy map[string]bool
 
 // allowed reports whether r's Origin may make a state-changing request:
-// an allowed origin, or the origin of the request itself (scheme and
-// Host). A request without Origin passes unless required (cookie-bearing
-// requests must have one: browsers always send it on POST and WebSocket).
+// an allowed origin (the configured public URL's, and any others
+// configured), or the origin of the request itself (scheme and Host) when
+// that Host is a loopback address or localhost. The Host header alone is
+// not trusted for any other name: it is what the client says, and a page
+// whose DNS name was pointed at this server (DNS rebinding) sends an
+// Origin and a Host that agree. A request without Origin passes unless
+// required (cookie-bearing requests must have one: browsers always send it
+// on POST and WebSocket).
 func (o originPolicy) allowed(r *http.Request, required bool) bool {
 	or := r.Header.Get("Origin")
 	if or == "" {
@@ -227,5 +236,12 @@ func (o originPolicy) allowed(r *http.Request, required bool) bool {
 	if r.TLS != nil {
 		scheme = "https"
 	}
-	return or == scheme+"://"+r.Host
+	if or != scheme+"://"+r.Host {
+		return false
+	}
+	host := r.Host
+	if h, _, err := net.SplitHostPort(r.Host); err == nil {
+		host = h
+	}
+	return arsia.IsLoopbackHost(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]"))
 }

@@ -1,24 +1,39 @@
 package httpapi
 
 import (
-	"encoding/json"
+	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"time"
 
+	"github.com/custos-runtime/custos/aais"
 	"github.com/custos-runtime/custos/asc"
 	"github.com/custos-runtime/custos/audit"
 	"github.com/custos-runtime/custos/gateway"
 	"github.com/custos-runtime/custos/gateway/exchange"
 )
 
+// ReviewQueue is the post-execution review queue (*gateway.Gateway).
+type ReviewQueue interface {
+	Reviews(ctx context.Context, f exchange.ReviewFilter) ([]exchange.Review, error)
+	Review(ctx context.Context, exchangeID string) (exchange.Review, error)
+	// CompleteReview records the first verdict; a later one gets
+	// gateway.ErrReviewed.
+	CompleteReview(ctx context.Context, exchangeID string, reviewer audit.Actor, v exchange.Verdict, justification string) (exchange.Review, error)
+}
+
 // ReviewsOptions configures the review queue endpoints.
 type ReviewsOptions struct {
-	Gateway *gateway.Gateway
+	Gateway ReviewQueue
 	// Auth establishes the reviewer: the verdict is recorded under the
 	// authenticated identity, never one named in the body.
 	Auth Authenticator
+	// Policy says who may give a verdict (Policy.ReviewPermission: roles
+	// covering the call's capability and profile; under separation of
+	// duties, not its sender). Nil lets every reviewer review every call.
+	Policy *Policy
 	// Now is the clock of "overdue" (time.Now when nil).
 	Now func() time.Time
 }
@@ -31,7 +46,9 @@ type ReviewsOptions struct {
 //	GET  /v1/reviews/{exchange}               one review
 //	POST /v1/reviews/{exchange}               {"verdict": "accepted"|"flagged", "justification": "..."}
 //
-// Every endpoint needs an authenticated reviewer.
+// Every endpoint needs an authenticated reviewer; a verdict, one the
+// policy allows on that review (403 PERMISSION_DENIED otherwise, and
+// nothing is recorded). The first verdict is final (409 for another).
 func NewReviews(o ReviewsOptions) (http.Handler, error) {
 	if o.Gateway == nil || o.Auth == nil {
 		return nil, errors.New("httpapi: reviews need a gateway and an authenticator")
@@ -52,7 +69,8 @@ func NewReviews(o ReviewsOptions) (http.Handler, error) {
 				problem(w, asc.AuthenticationRequired, http.StatusUnauthorized, "Send a reviewer's credentials.")
 				return
 			}
-			next(w, r, audit.Actor{ID: a.ID, Type: string(a.Type), AuthenticatedBy: a.AuthenticatedBy})
+			ctx := context.WithValue(r.Context(), actorKey{}, a)
+			next(w, r.WithContext(ctx), audit.Actor{ID: a.ID, Type: string(a.Type), AuthenticatedBy: a.AuthenticatedBy})
 		}
 	}
 	mux.HandleFunc("GET /v1/reviews", auth(func(w http.ResponseWriter, r *http.Request, _ audit.Actor) {
@@ -91,13 +109,33 @@ func NewReviews(o ReviewsOptions) (http.Handler, error) {
 			Verdict       exchange.Verdict `json:"verdict"`
 			Justification string           `json:"justification"`
 		}
-		dec := json.NewDecoder(io.LimitReader(r.Body, 16<<10))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&body); err != nil {
-			problem(w, asc.InvalidRequest, http.StatusBadRequest, "The body must be {\"verdict\": \"accepted\"|\"flagged\", \"justification\": \"...\"}.")
+		const shape = "The body must be {\"verdict\": \"accepted\"|\"flagged\", \"justification\": \"...\"}"
+		raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxReviewBody))
+		if err != nil {
+			problem(w, asc.InvalidRequest, http.StatusRequestEntityTooLarge, fmt.Sprintf("The body is larger than %d bytes.", maxReviewBody))
 			return
 		}
-		rv, err := o.Gateway.CompleteReview(r.Context(), r.PathValue("id"), actor, body.Verdict, body.Justification)
+		if err := decodeObject(raw, &body, "verdict", "justification"); err != nil {
+			problem(w, asc.InvalidRequest, http.StatusBadRequest, shape+": "+err.Error()+".")
+			return
+		}
+		if body.Verdict != exchange.Accepted && body.Verdict != exchange.Flagged {
+			problem(w, asc.InvalidRequest, http.StatusBadRequest, shape+".")
+			return
+		}
+		ctx := r.Context()
+		rv, err := o.Gateway.Review(ctx, r.PathValue("id"))
+		if err != nil {
+			reviewFailure(w, err)
+			return
+		}
+		who, _ := ctx.Value(actorKey{}).(aais.Actor)
+		subj := ReviewSubject{Capability: rv.Capability, Profile: rv.Profile, Sender: rv.Sender}
+		if f := o.Policy.reviewCheck(who, subj, body.Verdict == exchange.Accepted, body.Justification); f != nil {
+			problem(w, f.code, f.status, f.detail)
+			return
+		}
+		rv, err = o.Gateway.CompleteReview(ctx, rv.ExchangeID, actor, body.Verdict, body.Justification)
 		if err != nil {
 			reviewFailure(w, err)
 			return
@@ -106,6 +144,9 @@ func NewReviews(o ReviewsOptions) (http.Handler, error) {
 	}))
 	return mux, nil
 }
+
+// maxReviewBody caps a verdict's body.
+const maxReviewBody = 16 << 10
 
 // reviewJSON is a review on the wire.
 type reviewJSON struct {

@@ -106,38 +106,88 @@ func RequestProfile(req *aais.Request) string {
 	return ""
 }
 
-// requesters are the principals that asked for req.
+// SubmitterExtension is the extension NewSubmit records on a submitted
+// request: the authenticated caller that submitted it (an aais.Actor), so
+// that separation of duties and withdrawals know who asked. A submitted
+// request may not carry it itself.
+const SubmitterExtension = "custos.dev/submitter"
+
+// Submitter returns the actor that submitted req through NewSubmit, if it
+// was submitted there.
+func Submitter(req *aais.Request) (aais.Actor, bool) {
+	var a aais.Actor
+	raw, ok := req.Extensions[SubmitterExtension]
+	if !ok || json.Unmarshal(raw, &a) != nil || a.ID == "" {
+		return aais.Actor{}, false
+	}
+	return a, true
+}
+
+// requesters are the principals that asked for req: its origin session and
+// agent, the sender of the gateway's exchange, and the caller that
+// submitted it.
 func requesters(req *aais.Request) []string {
 	var ref struct {
 		Sender string `json:"sender"`
 	}
-	out := []string{req.Origin.SessionID}
+	var out []string
+	if req.Origin.SessionID != "" {
+		out = append(out, req.Origin.SessionID)
+	}
 	if req.Origin.AgentID != "" {
 		out = append(out, req.Origin.AgentID)
 	}
 	if raw, ok := req.Extensions[ExchangeExtension]; ok && json.Unmarshal(raw, &ref) == nil && ref.Sender != "" {
 		out = append(out, ref.Sender)
 	}
+	if sub, ok := Submitter(req); ok {
+		out = append(out, sub.ID)
+	}
 	return out
+}
+
+// subject is what a reviewer acts on: a pending request, or an executed
+// call under post-execution review.
+type subject struct {
+	// capability is the action name; profile the compliance profile ("":
+	// none).
+	capability, profile string
+	// requesters asked for it; proposers proposed its arguments (edits).
+	requesters, proposers []string
+}
+
+func requestSubject(req *aais.Request) subject {
+	s := subject{capability: req.Action.Name(), profile: RequestProfile(req), requesters: requesters(req)}
+	if ref, ok := aais.Supersedes(req); ok {
+		s.proposers = ref.Proposers()
+	}
+	return s
 }
 
 // Permission returns what actor may do with req.
 func (p *Policy) Permission(actor aais.Actor, req *aais.Request) Permission {
-	profile := RequestProfile(req)
-	perm := Permission{Decide: true, Approve: true, Edit: true, Profile: profile, Roles: []string{}}
+	return p.permission(actor, requestSubject(req))
+}
+
+// permission is the one policy rule every act on a request or a review
+// passes: the reviewer's roles must cover the subject, and under
+// separation of duties nobody who took part in it (requested, submitted,
+// proposed its arguments) may approve it.
+func (p *Policy) permission(actor aais.Actor, s subject) Permission {
+	perm := Permission{Decide: true, Approve: true, Edit: true, Profile: s.profile, Roles: []string{}}
 	if p == nil {
 		return perm
 	}
 	perm.Roles = append(perm.Roles, p.Grants[actor.ID]...)
-	perm.JustificationRequired = profile != "" && slices.Contains(p.JustificationRequired, profile)
+	perm.JustificationRequired = s.profile != "" && slices.Contains(p.JustificationRequired, s.profile)
 	if len(p.Roles) > 0 && !slices.ContainsFunc(perm.Roles, func(name string) bool {
 		r, ok := p.Roles[name]
-		return ok && r.covers(req.Action.Name(), profile)
+		return ok && r.covers(s.capability, s.profile)
 	}) {
 		perm.Decide, perm.Approve, perm.Edit = false, false, false
-		what := "capability " + req.Action.Name()
-		if profile != "" {
-			what += " under profile " + profile
+		what := "capability " + s.capability
+		if s.profile != "" {
+			what += " under profile " + s.profile
 		}
 		if len(perm.Roles) == 0 {
 			perm.Reason = fmt.Sprintf("You hold no role, so you may not decide requests (%s).", what)
@@ -146,16 +196,18 @@ func (p *Policy) Permission(actor aais.Actor, req *aais.Request) Permission {
 		}
 		return perm
 	}
-	if profile != "" && slices.Contains(p.SeparationOfDuties, profile) && slices.Contains(requesters(req), actor.ID) {
-		perm.Approve = false
-		perm.Reason = fmt.Sprintf("Separation of duties (%s): you requested this action, so someone else must approve it.", profile)
+	if s.profile == "" || !slices.Contains(p.SeparationOfDuties, s.profile) || actor.ID == "" {
+		return perm
 	}
-	// An edit is a proposal: under separation of duties, whoever proposed
-	// the arguments of the chain may not approve them.
-	if ref, ok := aais.Supersedes(req); ok && perm.Approve && profile != "" && slices.Contains(p.SeparationOfDuties, profile) &&
-		slices.Contains(ref.Proposers(), actor.ID) {
+	switch {
+	case slices.Contains(s.requesters, actor.ID):
 		perm.Approve = false
-		perm.Reason = fmt.Sprintf("Separation of duties (%s): you proposed these arguments, so someone else must approve them.", profile)
+		perm.Reason = fmt.Sprintf("Separation of duties (%s): you requested this action, so someone else must approve it.", s.profile)
+	case slices.Contains(s.proposers, actor.ID):
+		// An edit is a proposal: whoever proposed the arguments of the
+		// chain may not approve them.
+		perm.Approve = false
+		perm.Reason = fmt.Sprintf("Separation of duties (%s): you proposed these arguments, so someone else must approve them.", s.profile)
 	}
 	return perm
 }
@@ -184,6 +236,91 @@ func (p *Policy) check(actor aais.Actor, req *aais.Request, d *aais.Decision) *f
 	if d.Decision == aais.Approve && perm.JustificationRequired && just == "" {
 		return &failure{http.StatusUnprocessableEntity, asc.InvalidRequest,
 			fmt.Sprintf("Profile %s requires a justification for an approval (decision extension %s).", perm.Profile, JustificationExtension)}
+	}
+	return nil
+}
+
+// editCheck is the policy check of an edit (other arguments proposed for
+// req): whoever may decide a request may propose, with a justification
+// where the profile requires one for approvals.
+func (p *Policy) editCheck(actor aais.Actor, req *aais.Request, justification string) *failure {
+	perm := p.Permission(actor, req)
+	if !perm.Edit {
+		return &failure{http.StatusForbidden, asc.PermissionDenied, perm.Reason}
+	}
+	if perm.JustificationRequired && justification == "" {
+		return &failure{http.StatusUnprocessableEntity, asc.InvalidRequest,
+			fmt.Sprintf("Profile %s requires a justification for an edit.", perm.Profile)}
+	}
+	return nil
+}
+
+// withdrawCheck is the policy check of a withdrawal (POST
+// /approvals/requests/{id}/withdraw): the caller submitted req, or may
+// decide it (a withdrawal cancels it, which they could do by deciding).
+func (p *Policy) withdrawCheck(actor aais.Actor, req *aais.Request) *failure {
+	if sub, ok := Submitter(req); ok && actor.ID != "" && sub.ID == actor.ID && sub.Type == actor.Type {
+		return nil
+	}
+	if perm := p.Permission(actor, req); !perm.Decide {
+		return &failure{http.StatusForbidden, asc.PermissionDenied,
+			"You did not submit request " + req.ID + " and may not decide it, so you may not withdraw it. " + perm.Reason}
+	}
+	return nil
+}
+
+// revokeCheck is the policy check of a rule's revocation: the reviewer who
+// approved the rule may revoke it, and so may whoever may decide the
+// request it came from (req; nil when that request is no longer known,
+// and then only a role granting everything covers it).
+func (p *Policy) revokeCheck(actor aais.Actor, rule *aais.Rule, req *aais.Request) *failure {
+	if p == nil || len(p.Roles) == 0 || (actor.ID != "" && rule.Actor.ID == actor.ID) {
+		return nil
+	}
+	if req != nil {
+		if perm := p.Permission(actor, req); perm.Decide {
+			return nil
+		}
+	} else if slices.ContainsFunc(p.Grants[actor.ID], func(name string) bool { return p.Roles[name].All }) {
+		return nil
+	}
+	return &failure{http.StatusForbidden, asc.PermissionDenied,
+		fmt.Sprintf("Your roles do not cover the request rule %s came from, and you did not approve it; you may not revoke it.", rule.ID)}
+}
+
+// ReviewSubject is an executed call under post-execution review.
+type ReviewSubject struct {
+	// Capability, Profile and Sender describe the call.
+	Capability, Profile, Sender string
+}
+
+// ReviewPermission returns what actor may do with a post-execution
+// review: Decide says they may give a verdict (their roles cover the
+// call), Approve false that separation of duties forbids it (they sent
+// the call themselves; the first verdict is final, so the sender may
+// give none).
+func (p *Policy) ReviewPermission(actor aais.Actor, s ReviewSubject) Permission {
+	var who []string
+	if s.Sender != "" {
+		who = []string{s.Sender}
+	}
+	perm := p.permission(actor, subject{capability: s.Capability, profile: s.Profile, requesters: who})
+	perm.Edit = false
+	if perm.Decide && !perm.Approve {
+		perm.Reason = fmt.Sprintf("Separation of duties (%s): you sent this call, so someone else must review it.", s.Profile)
+	}
+	return perm
+}
+
+// reviewCheck is the policy check of a post-execution review verdict.
+func (p *Policy) reviewCheck(actor aais.Actor, s ReviewSubject, accepted bool, justification string) *failure {
+	perm := p.ReviewPermission(actor, s)
+	if !perm.Decide || !perm.Approve {
+		return &failure{http.StatusForbidden, asc.PermissionDenied, perm.Reason}
+	}
+	if accepted && perm.JustificationRequired && strings.TrimSpace(justification) == "" {
+		return &failure{http.StatusUnprocessableEntity, asc.InvalidRequest,
+			fmt.Sprintf("Profile %s requires a justification for accepting a review.", perm.Profile)}
 	}
 	return nil
 }

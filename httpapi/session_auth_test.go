@@ -14,7 +14,9 @@ func TestSessionAuth(t *testing.T) {
 	w := httptest.NewRecorder()
 	ss := sessions.start(w, httptest.NewRequest("POST", "/login", nil), aais.Actor{ID: "alice", Type: aais.ActorHuman})
 	cookie := w.Result().Cookies()[0]
-	auth := SessionAuth{Bearer: toks, Sessions: sessions}
+	// The server's public origin is configured: the Host header alone
+	// is not trusted for a name that is not loopback.
+	auth := SessionAuth{Bearer: toks, Sessions: sessions, AllowedOrigins: []string{"http://custos.test"}}
 
 	r := httptest.NewRequest("GET", "http://custos.test/v1/reviews", nil)
 	r.Header.Set("Authorization", "Bearer tok")
@@ -46,6 +48,19 @@ func TestSessionAuth(t *testing.T) {
 	}
 	if err := post("http://custos.test", ss.csrf); err != nil {
 		t.Fatalf("POST with the token: %v", err)
+	}
+	// Without it, an Origin that only agrees with the Host header (what a
+	// DNS-rebinding page sends) is refused, a loopback one accepted.
+	bare := SessionAuth{Bearer: toks, Sessions: sessions}
+	for host, want := range map[string]bool{"custos.test": false, "evil.example:8080": false, "127.0.0.1:8080": true,
+		"localhost:8080": true, "[::1]:8080": true, "127.0.0.1.evil.example": false} {
+		r := httptest.NewRequest("POST", "http://"+host+"/v1/reviews/x", nil)
+		r.AddCookie(cookie)
+		r.Header.Set("Origin", "http://"+host)
+		r.Header.Set(CSRFHeader, ss.csrf)
+		if _, err := bare.Authenticate(r); (err == nil) != want {
+			t.Errorf("Host and Origin %s: %v, want allowed %v", host, err, want)
+		}
 	}
 	r = httptest.NewRequest("GET", "/", nil)
 	if _, err := auth.Authenticate(r); !errors.Is(err, ErrUnauthenticated) {

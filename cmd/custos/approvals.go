@@ -28,6 +28,7 @@ import (
 type approvalsEnv struct {
 	storeSpec string
 	asJSON    bool
+	loc       store.Location
 	st        store.Store
 	auth      *aais.Authority
 }
@@ -48,7 +49,15 @@ The store is named by --store (or $CUSTOS_STORE):
 
 Decisions are made as the local OS user (actor type human,
 authenticated_by "local-os-user"): whoever can open the store file can
-decide, so protect it with file permissions.`,
+decide, so protect it with file permissions.
+
+On the store of a custos serve gateway that has reviewers, roles,
+separation_of_duties or justification_required configured, the commands
+that change anything (submit, approve, deny, cancel, revoke, sweep, stdio)
+refuse: the OS user is none of the gateway's reviewers, and a decision made
+here would skip its policy. Decide through the gateway instead (custos
+review, the web inbox or the HTTP API). The read-only commands (list, show,
+watch, rules, snapshot) work on every store.`,
 		Example: `  custos approvals list
   custos approvals show apr_123
   custos approvals approve apr_123 --scope session
@@ -91,8 +100,32 @@ func (e *approvalsEnv) open(ctx context.Context) error {
 		_ = st.Close()
 		return err
 	}
-	e.st, e.auth = st, a
+	e.loc, e.st, e.auth = loc, st, a
 	return nil
+}
+
+// errGatewayStore is what the commands that change a store answer on the
+// store of a gateway with a reviewer policy.
+var errGatewayStore = errors.New("this store belongs to a gateway with a reviewer policy")
+
+// mayChange returns an error when this command may not change the store:
+// the store of a custos serve gateway with reviewers, roles, separation of
+// duties or required justifications (the marker serve records with it,
+// gateway_marker.go). The local OS user is not one of the gateway's
+// reviewers, so whatever it decided here would skip the policy the
+// gateway enforces.
+func (e *approvalsEnv) mayChange(ctx context.Context) error {
+	m, ok, err := readGatewayMarker(ctx, e.loc)
+	if err != nil {
+		return fmt.Errorf("%w (%v); decide through the gateway as a reviewer: custos review, the web inbox or the HTTP API (docs/reviewers.md)", errGatewayStore, err)
+	}
+	if !ok || !m.ReviewerPolicy {
+		return nil
+	}
+	return fmt.Errorf("%w: custos serve %s (data %s) has reviewers, roles or separation of duties configured, "+
+		"and the local OS user is none of its reviewers; decide through the gateway: "+
+		"CUSTOS_SERVER=%s CUSTOS_TOKEN=<your reviewer token> custos review (or the web inbox; docs/reviewers.md)",
+		errGatewayStore, m.Agent, m.Data, m.PublicURL)
 }
 
 func (e *approvalsEnv) close() error {
@@ -131,6 +164,9 @@ was approved, so a script can run "custos approvals submit --wait req.json &&
 the-action". Submitting the same message again changes nothing.`,
 		Args: argsUpTo(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := e.mayChange(cmd.Context()); err != nil {
+				return err
+			}
 			ctx := cmd.Context()
 			data, name, err := readInput(cmd, args, 1<<20)
 			if err != nil {
@@ -318,6 +354,9 @@ Exit status 0 when the receipt's outcome is what was decided, 1 otherwise
 (expired, stale, invalid, conflict).`, v),
 		Args: argsExactly(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := e.mayChange(cmd.Context()); err != nil {
+				return err
+			}
 			ctx := cmd.Context()
 			st, err := e.auth.State(ctx, args[0])
 			if err != nil {
@@ -499,6 +538,9 @@ func (e *approvalsEnv) revokeCommand() *cobra.Command {
 		Short: "Revoke a remembered approval: it approves nothing more",
 		Args:  argsExactly(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := e.mayChange(cmd.Context()); err != nil {
+				return err
+			}
 			actor, err := localActor()
 			if err != nil {
 				return err
@@ -541,6 +583,9 @@ func (e *approvalsEnv) sweepCommand() *cobra.Command {
 		Short: "Resolve overdue requests as expired and cancel those whose process stopped",
 		Args:  argsExactly(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := e.mayChange(cmd.Context()); err != nil {
+				return err
+			}
 			ctx := cmd.Context()
 			expired, err := e.auth.ExpireOverdue(ctx)
 			if err != nil {
@@ -587,6 +632,9 @@ When the store is reset or compacted past the position, a new snapshot is
 written. The command ends when stdin is closed.`,
 		Args: argsExactly(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := e.mayChange(cmd.Context()); err != nil {
+				return err
+			}
 			actor, err := localActor()
 			if err != nil {
 				return err

@@ -16,6 +16,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/custos-runtime/custos/aais"
+	"github.com/custos-runtime/custos/gateway/config"
+	"github.com/custos-runtime/custos/store"
 )
 
 // requestJSON is an approval.requested message for request id running
@@ -267,5 +269,97 @@ func TestApprovalsStdio(t *testing.T) {
 	}
 	if got := v.Pending(time.Now()); len(got) != 1 || got[0].ID != "apr_2" {
 		t.Fatalf("presenter view after the stream: %v", got)
+	}
+}
+
+// On the store of a gateway with a reviewer policy (the marker custos
+// serve records with it), the commands that change the store refuse and
+// name custos review; without a policy, or without a marker, they work as
+// the local operator's. A marker that cannot be read refuses.
+func TestApprovalsOnAGatewayStore(t *testing.T) {
+	for _, kind := range []string{"sqlite", "file", "postgres"} {
+		t.Run(kind, func(t *testing.T) {
+			var spec string
+			switch kind {
+			case "sqlite":
+				spec = "sqlite:" + filepath.Join(t.TempDir(), "approvals.db")
+			case "file":
+				spec = "file:" + filepath.Join(t.TempDir(), "approvals.json")
+			case "postgres":
+				spec = postgresLocation(t)
+			}
+			st := "--store=" + spec
+			run := func(stdin string, args ...string) (int, string) {
+				t.Helper()
+				code, out, errOut := custos(t, stdin, append([]string{"approvals", st}, args...)...)
+				return code, out + errOut
+			}
+			if code, out := run(requestJSON(t, "apr_1", "make", time.Hour), "submit"); code != 0 {
+				t.Fatalf("submit before any gateway: %d %s", code, out)
+			}
+			cfg := config.Config{Store: spec, Agent: "agent:acme.gateway", Data: "/srv/custos", PublicURL: "https://custos.example",
+				SeparationOfDuties: []string{"MIFID-II"}}
+			if err := writeGatewayMarker(t.Context(), cfg); err != nil {
+				t.Fatal(err)
+			}
+			for _, args := range [][]string{{"approve", "apr_1"}, {"deny", "apr_1"}, {"revoke", "rul_x"}, {"sweep"}} {
+				code, out := run("", args...)
+				if code == 0 || !strings.Contains(out, "CUSTOS_SERVER=https://custos.example") || !strings.Contains(out, "custos review") {
+					t.Fatalf("%s on a gateway's store: %d %s", args[0], code, out)
+				}
+			}
+			if code, out := run(requestJSON(t, "apr_2", "make", time.Hour), "submit"); code == 0 {
+				t.Fatalf("submit on a gateway's store: %s", out)
+			}
+			if code, out := run("", "show", "apr_1"); code != 0 || !strings.Contains(out, "State     pending") {
+				t.Fatalf("show: %d %s", code, out)
+			}
+			// The gateway restarted without a reviewer policy.
+			cfg.SeparationOfDuties = nil
+			if err := writeGatewayMarker(t.Context(), cfg); err != nil {
+				t.Fatal(err)
+			}
+			if code, out := run("", "approve", "apr_1"); code != 0 || !strings.Contains(out, "approved") {
+				t.Fatalf("approve without a policy: %d %s", code, out)
+			}
+			if kind == "postgres" {
+				return
+			}
+			loc, err := store.Parse(spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(gatewayMarkerPath(loc), []byte("{not json"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if code, out := run(requestJSON(t, "apr_3", "make", time.Hour), "submit"); code == 0 || !strings.Contains(out, "cannot be read") {
+				t.Fatalf("submit with an unreadable marker: %d %s", code, out)
+			}
+		})
+	}
+}
+
+// The marker is found however the store is named: through a symbolic
+// link to its directory, or as the directory itself.
+func TestGatewayMarkerThroughALink(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	if err := os.Mkdir(data, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errOut := custos(t, requestJSON(t, "apr_1", "make", time.Hour), "approvals", "--store", data, "submit"); code != 0 {
+		t.Fatal(errOut)
+	}
+	if err := writeGatewayMarker(t.Context(), config.Config{Store: filepath.Join(data, "approvals.db"), Roles: map[string]config.Role{"r": {All: true}}}); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "link")
+	if err := os.Symlink(data, link); err != nil {
+		t.Skip(err)
+	}
+	for _, s := range []string{data, link, filepath.Join(link, "approvals.db"), "sqlite:" + filepath.Join(link, "approvals.db")} {
+		if code, _, errOut := custos(t, "", "approvals", "--store", s, "approve", "apr_1"); code == 0 || !strings.Contains(errOut, "custos review") {
+			t.Errorf("--store %s: exit %d %s", s, code, errOut)
+		}
 	}
 }

@@ -231,13 +231,13 @@ func serve(ctx context.Context, cfg config.Config, out, errOut io.Writer) error 
 	reviewerUI.mount(mux)
 	// Harnesses outside the gateway (custos mcp-proxy with a remote
 	// authority) submit approval requests here and wait for the outcome.
-	submit, err := httpapi.NewSubmit(httpapi.SubmitOptions{Authority: auth, Auth: reviewerUI.auth, Logger: logger})
+	submit, err := httpapi.NewSubmit(httpapi.SubmitOptions{Authority: auth, Auth: reviewerUI.auth, Policy: reviewerUI.policy, Logger: logger})
 	if err != nil {
 		return err
 	}
 	mux.Handle("/approvals/requests", submit)
 	mux.Handle("/approvals/requests/", submit)
-	reviews, err := httpapi.NewReviews(httpapi.ReviewsOptions{Gateway: gw, Auth: reviewerUI.auth})
+	reviews, err := httpapi.NewReviews(httpapi.ReviewsOptions{Gateway: gw, Auth: reviewerUI.auth, Policy: reviewerUI.policy})
 	if err != nil {
 		return err
 	}

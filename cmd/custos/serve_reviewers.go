@@ -85,11 +85,19 @@ func newReviewerSurfaces(cfg config.Config, auth *aais.Authority, st aais.Store,
 	if err != nil {
 		return nil, "", err
 	}
+	// The browser origins allowed to change anything: the public URL's and
+	// the configured ones. The Host header alone is trusted only for
+	// loopback addresses (httpapi's origin check).
 	var origins []string
 	secure := false
 	if u, err := url.Parse(cfg.PublicURL); err == nil && u.Host != "" {
 		origins = append(origins, u.Scheme+"://"+u.Host)
 		secure = u.Scheme == "https"
+	}
+	origins = append(origins, cfg.AllowedOrigins...)
+	// custos approvals on this store must not decide around the policy.
+	if err := writeGatewayMarker(context.Background(), cfg); err != nil {
+		return nil, "", err
 	}
 	sessions := httpapi.NewSessions(httpapi.SessionOptions{Secure: secure})
 	approvals, err := httpapi.NewApprovals(httpapi.ApprovalsOptions{Authority: auth, Store: st, Auth: tokens,

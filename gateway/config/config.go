@@ -81,6 +81,9 @@ type Config struct {
 	// approvals need a written justification.
 	SeparationOfDuties    []string `yaml:"separation_of_duties"`
 	JustificationRequired []string `yaml:"justification_required"`
+	// AllowedOrigins are browser origins ("https://review.example")
+	// allowed to sign in and make changes, besides PublicURL's (reviewers.go).
+	AllowedOrigins []string `yaml:"allowed_origins"`
 	// Oversight tunes the approvals the compliance profiles demand.
 	Oversight Oversight `yaml:"oversight"`
 	// RateLimit bounds each sender's request rate.

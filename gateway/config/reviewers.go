@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"net/url"
 	"path"
 	"slices"
 	"sort"
@@ -94,6 +95,12 @@ func (c *Config) checkReviewers() []error {
 		}
 	}
 
+	for i, o := range c.AllowedOrigins {
+		if !validOrigin(o) {
+			bad("allowed_origins[%d]: %q is not an origin (scheme://host[:port], http or https, nothing after)", i, o)
+		}
+	}
+
 	ids := map[string]bool{}
 	tokens := map[string]bool{}
 	for i, r := range c.Reviewers {
@@ -132,4 +139,14 @@ func (c *Config) checkReviewers() []error {
 		}
 	}
 	return errs
+}
+
+// validOrigin reports whether o is a browser origin as the Origin header
+// carries it: an http or https scheme, a host and an optional port, in
+// lower case, with no path, query, fragment or user information.
+func validOrigin(o string) bool {
+	u, err := url.Parse(o)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" && u.User == nil &&
+		u.Path == "" && u.RawQuery == "" && u.Fragment == "" && !u.ForceQuery && u.Opaque == "" &&
+		o == u.Scheme+"://"+u.Host && o == strings.ToLower(o)
 }
