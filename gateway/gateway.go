@@ -361,7 +361,7 @@ func (g *Gateway) receive(ctx context.Context, in Inbound, who *requestInfo) Rep
 	// 3 structure: freshness first (Core §8.3: a stale or future message
 	// is refused before anything else is read of it), then the version
 	// (Core §7.4, so a newer agent learns which versions this one speaks).
-	if e := checkFreshness(env, g.o.Profiles, now); e != nil {
+	if e := arsia.CheckFreshness(env, g.o.Profiles, now); e != nil {
 		return fail(e)
 	}
 	if v, ok := env["v"].(string); ok {
@@ -383,10 +383,10 @@ func (g *Gateway) receive(ctx context.Context, in Inbound, who *requestInfo) Rep
 	// 4 authorize
 	if to, _ := env["to"].(string); to != g.o.Agent {
 		return fail(&arsia.Error{Code: arsia.CodeInvalidRequest, Description: "This gateway is " + g.o.Agent + "; the message is addressed to another agent.",
-			Details: map[string]any{"pointer": "/to"}})
+			Details: map[string]any{"field": "/to"}})
 	}
 	if intent, _ := env["intent"].(string); intent != string(arsia.IntentRequest) {
-		return fail(&arsia.Error{Code: arsia.CodeInvalidRequest, Description: "Only request messages are accepted here.", Details: map[string]any{"pointer": "/intent"}})
+		return fail(&arsia.Error{Code: arsia.CodeInvalidRequest, Description: "Only request messages are accepted here.", Details: map[string]any{"field": "/intent"}})
 	}
 	call, err := callOf(env)
 	if err != nil {
@@ -478,7 +478,7 @@ func (g *Gateway) receive(ctx context.Context, in Inbound, who *requestInfo) Rep
 			Details: map[string]any{"reason": "idempotency_key_reused"}})
 	case errors.Is(err, exchange.ErrConflict):
 		return fail(&arsia.Error{Code: arsia.CodeConflict, Description: "The message id was already used for another request.",
-			Details: map[string]any{"reason": "message_id_reused", "pointer": "/id"}})
+			Details: map[string]any{"reason": "message_id_reused", "field": "/id"}})
 	case err != nil:
 		return g.internal(ctx, from, msgID, now, err)
 	}

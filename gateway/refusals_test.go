@@ -6,8 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/custos-runtime/custos/arsia"
 	"github.com/custos-runtime/custos/arsia/sig"
 	"github.com/custos-runtime/custos/gateway/exchange"
+	"github.com/google/uuid"
 )
 
 // The tests of this file send what an attacker would: forged, stale,
@@ -183,5 +185,19 @@ func TestReplayAfterTheKeyIsPurgedDoesNotRun(t *testing.T) {
 	}
 	if recs := r.recordsOf(t, "execution", id); len(recs) != 1 {
 		t.Fatalf("%d execution records", len(recs))
+	}
+}
+
+// A fault whose wire code needs details (not_implemented must name the
+// supported versions, certificate refusals a reason) is still answered
+// signed when the code that found it gave none.
+func TestSignedReplyWithRequiredDetails(t *testing.T) {
+	r := newPipeRig(t)
+	for _, code := range []string{"unrecognised_payload_type", "certificate_revoked"} {
+		rep := r.g.errorReply(t.Context(), pipeSender, uuid.NewString(), &arsia.Error{Code: code, Description: "Refused."}, r.clk.Now())
+		if rep.Envelope == nil {
+			t.Fatalf("%s: %d %v, want a signed reply", code, rep.Status, rep.Problem)
+		}
+		r.verified(t, rep.Envelope)
 	}
 }

@@ -82,17 +82,14 @@ func (g *Gateway) execute(ctx context.Context, x exchange.Exchange, h handler.Ha
 	status := 200
 	g.metrics.inc("custos_executions_total", map[bool]string{true: "failed", false: "succeeded"}[runErr != nil])
 	if runErr != nil {
+		// The handler's ASC status, told to the sender through the one
+		// table of docs/arsia-errors.md: what happened and what to do.
 		ae := asc.FromError(runErr)
-		code := ae.Status.Code
-		rec.Outcome, rec.ASCCode = audit.OutcomeFailed, int(code)
+		rec.Outcome, rec.ASCCode = audit.OutcomeFailed, int(ae.Status.Code)
 		if errors.Is(runErr, handler.ErrStale) {
 			rec.Details["stale"] = true
 		}
-		e := &arsia.Error{Code: arsia.CodeInternalError, Description: ae.UserMessage(),
-			Details: map[string]any{"agent_status": map[string]any{"code": int(code)}}}
-		if code/1000 == 4 {
-			e.Code = arsia.CodeConflict
-		}
+		e := arsia.FromASC(ae)
 		reply, err = g.signError(ctx, call.From, call.MessageID, e, now)
 		status = e.HTTPStatus()
 	} else {
@@ -117,8 +114,7 @@ func (g *Gateway) execute(ctx context.Context, x exchange.Exchange, h handler.Ha
 		// told the result is unknown, never that it succeeded unrecorded.
 		g.log(ctx).ErrorContext(ctx, "audit write failed after execution", "exchange", x.ID, "err", err)
 		reply, _ = g.signError(ctx, call.From, call.MessageID,
-			&arsia.Error{Code: arsia.CodeInternalError, Description: "The action ran but could not be recorded; its result is withheld.",
-				Details: map[string]any{"agent_status": map[string]any{"code": int(asc.ResultStateUnknown)}}}, now)
+			resultUnknown("The action ran but could not be recorded; its result is withheld."), now)
 		status = 500
 	}
 	final := exchange.Done
@@ -404,6 +400,15 @@ func (g *Gateway) sign(env *arsia.Envelope, err error) (json.RawMessage, error) 
 	return json.Marshal(signed)
 }
 
+// resultUnknown is the error of a call whose outcome the gateway cannot
+// know (ASC 6005 RESULT_STATE_UNKNOWN, side effects unknown: reconcile
+// before repeating it), in words of its own.
+func resultUnknown(what string) *arsia.Error {
+	e := arsia.FromASC(asc.Errorf(asc.ResultStateUnknown, asc.ScopeTask, "%s", what).Envelope)
+	e.Description = what + " Check whether it took effect before sending it again."
+	return e
+}
+
 // recordTimeout bounds the writes that record a call once it ran.
 const recordTimeout = 30 * time.Second
 
@@ -436,9 +441,7 @@ func (g *Gateway) Recover(ctx context.Context, instance string) (int, error) {
 			continue // another replica's, perhaps running now
 		}
 		now := g.o.Now()
-		e := &arsia.Error{Code: arsia.CodeInternalError,
-			Description: "The gateway stopped while running this action; whether it ran is unknown, and it is not run again.",
-			Details:     map[string]any{"agent_status": map[string]any{"code": int(asc.ResultStateUnknown)}}}
+		e := resultUnknown("The gateway stopped while running this action; whether it ran is unknown, and it is not run again.")
 		reply, err := g.signError(ctx, x.Sender, x.MessageID, e, now)
 		if err != nil {
 			return n, err

@@ -3,11 +3,9 @@ package gateway
 import (
 	"strconv"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"github.com/custos-runtime/custos/arsia"
-	"github.com/custos-runtime/custos/arsia/compliance"
 )
 
 // What the gateway says of request-controlled text: in its replies and its
@@ -69,34 +67,8 @@ func issueError(i arsia.Issue) *arsia.Error {
 	d := map[string]any{"reason": i.Code}
 	at := ""
 	if i.Pointer != "" {
-		d["pointer"] = cut(i.Pointer, maxQuoted)
+		d["field"] = cut(i.Pointer, maxQuoted)
 		at = " at " + quoteText(i.Pointer)
 	}
 	return &arsia.Error{Code: i.Code, Description: "The message is invalid" + at + " (" + quoteText(i.Code) + ").", Details: d}
-}
-
-// checkFreshness refuses a message outside its acceptance window: ts
-// further than the effective profile's clock skew from now, or expires_at
-// (plus the skew) passed (ARSIA Core §8.3). The wire code is
-// invalid_request; details name the member by JSON pointer.
-func checkFreshness(env map[string]any, reg *compliance.Registry, now time.Time) *arsia.Error {
-	skew := compliance.ClockSkew(env, reg)
-	at := func(name string) (time.Time, bool) {
-		s, _ := env[name].(string)
-		t, err := time.Parse(time.RFC3339Nano, s)
-		return t, err == nil
-	}
-	ts, ok := at("ts")
-	if !ok {
-		return &arsia.Error{Code: "invalid_ts", Description: "The message has no valid ts.", Details: map[string]any{"pointer": "/ts", "reason": "missing_ts"}}
-	}
-	if d := ts.Sub(now); d > skew || d < -skew {
-		return &arsia.Error{Code: "invalid_ts", Description: "The message's ts is outside the accepted clock skew of " + skew.String() + ".",
-			Details: map[string]any{"pointer": "/ts", "reason": "ts_outside_clock_skew", "clock_skew_seconds": int(skew.Seconds())}}
-	}
-	if exp, ok := at("expires_at"); ok && now.After(exp.Add(skew)) {
-		return &arsia.Error{Code: "invalid_expires_at", Description: "The message expired.",
-			Details: map[string]any{"pointer": "/expires_at", "reason": "expired", "clock_skew_seconds": int(skew.Seconds())}}
-	}
-	return nil
 }

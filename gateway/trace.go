@@ -104,5 +104,18 @@ func (g *Gateway) signError(ctx context.Context, to, correlationID string, e *ar
 	// handler's or validator's words) is escaped, never a reason to
 	// answer unsigned.
 	e.Description = asciiDescription(e.Description)
+	// Nor are missing required details (a validator's not_implemented
+	// without supported_versions, a certificate refusal without a reason).
+	switch arsia.WireCode(e.Code) {
+	case arsia.CodeNotImplemented:
+		if _, ok := e.Details["supported_versions"]; !ok {
+			sv := arsia.SupportedVersions()
+			e.Details["supported_versions"] = map[string]any{"min": sv.Min.String(), "max": sv.Max.String()}
+		}
+	case arsia.CodeCertificateInvalid, arsia.CodeCertificateExpired, arsia.CodeKeyMismatch, arsia.CodeCertificateRevoked:
+		if _, ok := e.Details["reason"]; !ok {
+			e.Details["reason"] = e.Code
+		}
+	}
 	return g.sign(arsia.NewError(g.o.Agent, to, correlationID, e, g.build(ctx, now)))
 }

@@ -387,7 +387,7 @@ func (h *A2A) task(ctx, tctx context.Context, c Call, t *a2a.Task) (Result, erro
 			timer.Stop()
 			// The agent has the task and may be acting on it: the outcome
 			// is unknown, not merely late (ASC §5).
-			return Result{}, unanswered(ctx, "a2a: task %s still %s when the wait ended after %s", t.ID, t.Status.State, h.timeout)
+			return Result{}, unanswered(ctx, "a2a: task %s still %s when the wait ended after %s", sanitize([]byte(t.ID)), t.Status.State, h.timeout)
 		case <-timer.C:
 		}
 		nt, err := h.client.GetTask(tctx, &a2a.GetTaskRequest{ID: t.ID})
@@ -404,17 +404,17 @@ func (h *A2A) task(ctx, tctx context.Context, c Call, t *a2a.Task) (Result, erro
 	case a2a.TaskStateCompleted:
 		return h.result(c, map[string]any{"task": t})
 	case a2a.TaskStateFailed:
-		return Result{}, fail(asc.ToolExecutionFailed, mayHaveRun, "a2a: task %s failed%s", t.ID, why)
+		return Result{}, fail(asc.ToolExecutionFailed, mayHaveRun, "a2a: task %s failed%s", sanitize([]byte(t.ID)), why)
 	case a2a.TaskStateCanceled:
-		return Result{}, fail(asc.Cancelled, mayHaveRun, "a2a: task %s was canceled%s", t.ID, why)
+		return Result{}, fail(asc.Cancelled, mayHaveRun, "a2a: task %s was canceled%s", sanitize([]byte(t.ID)), why)
 	case a2a.TaskStateRejected:
-		return Result{}, fail(asc.PermissionDenied, refused, "a2a: task %s was rejected%s", t.ID, why)
+		return Result{}, fail(asc.PermissionDenied, refused, "a2a: task %s was rejected%s", sanitize([]byte(t.ID)), why)
 	case a2a.TaskStateInputRequired:
-		return Result{}, fail(asc.HumanInputRequired, mayHaveRun, "a2a: task %s requires input%s", t.ID, why)
+		return Result{}, fail(asc.HumanInputRequired, mayHaveRun, "a2a: task %s requires input%s", sanitize([]byte(t.ID)), why)
 	case a2a.TaskStateAuthRequired:
-		return Result{}, fail(asc.AuthenticationRequired, mayHaveRun, "a2a: task %s requires authentication%s", t.ID, why)
+		return Result{}, fail(asc.AuthenticationRequired, mayHaveRun, "a2a: task %s requires authentication%s", sanitize([]byte(t.ID)), why)
 	}
-	return Result{}, fail(asc.IntegrityCheckFailed, mayHaveRun, "a2a: task %s has the unknown state %q", t.ID, sanitize([]byte(t.Status.State)))
+	return Result{}, fail(asc.IntegrityCheckFailed, mayHaveRun, "a2a: task %s has the unknown state %q", sanitize([]byte(t.ID)), sanitize([]byte(t.Status.State)))
 }
 
 // statusText quotes the text of a task's status message, sanitised.

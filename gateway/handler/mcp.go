@@ -542,6 +542,15 @@ func toolError(name string, data []byte, res *mcp.CallToolResult) error {
 	}
 	e := fail(code, o, "mcp: the tool %q reported an error: %s", name, text)
 	if retry != nil {
+		// The tool's contract is taken, within bounds: no negative or
+		// longer-than-a-day delay, and a side-effect state the ASC
+		// vocabulary has (else what the handler knows: possible).
+		retry.AfterMS = min(max(retry.AfterMS, 0), maxRetryAfter.Milliseconds())
+		switch retry.SideEffectState {
+		case asc.SideEffectNone, asc.SideEffectPossible, asc.SideEffectConfirmed, asc.SideEffectUnknown:
+		default:
+			retry.SideEffectState = o.effects
+		}
 		e.Envelope.Retry = retry
 	}
 	return e
