@@ -482,6 +482,21 @@ func TestReviewVerdictNeedsThePolicy(t *testing.T) {
 	if r, _ := q.Review(t.Context(), "exc_1"); !r.Open() {
 		t.Fatalf("a refused verdict closed the review: %+v", r)
 	}
+	// The queue says who may review what.
+	for who, want := range map[string]string{"nobody": `"may_review":false,"refusal":"You hold no role`,
+		"writer": `"may_review":false,"refusal":"Separation of duties (DSA-VLOP): you sent this call`, "proxy-b": `"may_review":true`} {
+		req, _ := http.NewRequestWithContext(t.Context(), "GET", srv.URL+"/v1/reviews/exc_1", nil)
+		req.Header.Set("Authorization", "Bearer "+authzToken(who))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(b), want) {
+			t.Errorf("GET as %s: %d %s, want %s", who, resp.StatusCode, b, want)
+		}
+	}
 	if code, out := postReview(t, srv, "exc_1", `{"verdict":"accepted","justification":"fine"}`, "proxy-b"); code != http.StatusOK || !strings.Contains(out, `"reviewer":"proxy-b"`) {
 		t.Fatalf("a covering reviewer: %d %s", code, out)
 	}

@@ -73,6 +73,21 @@ func NewReviews(o ReviewsOptions) (http.Handler, error) {
 			next(w, r.WithContext(ctx), audit.Actor{ID: a.ID, Type: string(a.Type), AuthenticatedBy: a.AuthenticatedBy})
 		}
 	}
+	// view is a review as the caller sees it: with whether they may give
+	// a verdict while it is open.
+	view := func(r *http.Request, rv exchange.Review) reviewJSON {
+		out := reviewOf(rv, o.Now())
+		if rv.Open() {
+			who, _ := r.Context().Value(actorKey{}).(aais.Actor)
+			perm := o.Policy.ReviewPermission(who, ReviewSubject{Capability: rv.Capability, Profile: rv.Profile, Sender: rv.Sender})
+			may := perm.Decide && perm.Approve
+			out.MayReview = &may
+			if !may {
+				out.Refusal = perm.Reason
+			}
+		}
+		return out
+	}
 	mux.HandleFunc("GET /v1/reviews", auth(func(w http.ResponseWriter, r *http.Request, _ audit.Actor) {
 		f := exchange.ReviewFilter{Limit: 500}
 		switch r.URL.Query().Get("state") {
@@ -92,7 +107,7 @@ func NewReviews(o ReviewsOptions) (http.Handler, error) {
 		}
 		out := make([]reviewJSON, 0, len(rs))
 		for _, rv := range rs {
-			out = append(out, reviewOf(rv, o.Now()))
+			out = append(out, view(r, rv))
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"reviews": out})
 	}))
@@ -102,7 +117,7 @@ func NewReviews(o ReviewsOptions) (http.Handler, error) {
 			reviewFailure(w, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, reviewOf(rv, o.Now()))
+		writeJSON(w, http.StatusOK, view(r, rv))
 	}))
 	mux.HandleFunc("POST /v1/reviews/{id}", auth(func(w http.ResponseWriter, r *http.Request, actor audit.Actor) {
 		var body struct {
@@ -164,6 +179,10 @@ type reviewJSON struct {
 	Reviewer      string     `json:"reviewer,omitempty"`
 	Verdict       string     `json:"verdict,omitempty"`
 	Justification string     `json:"justification,omitempty"`
+	// MayReview says whether the caller may give a verdict on an open
+	// review (the policy); Refusal says why not.
+	MayReview *bool  `json:"may_review,omitempty"`
+	Refusal   string `json:"refusal,omitempty"`
 }
 
 func reviewOf(r exchange.Review, now time.Time) reviewJSON {

@@ -654,6 +654,12 @@
         announce("Review recorded: " + what);
         loadReviews();
       };
+      // The server says whether this reviewer may give a verdict (roles,
+      // separation of duties); it refuses one anyway when not.
+      if (v.may_review === false) {
+        result.className = "muted";
+        result.textContent = visible(v.refusal || "You may not review this call.");
+      }
       const item = el("li", { class: "rule" + (v.overdue ? " overdue" : "") },
         el("div", {},
           el("div", { class: "item-title mono" }, v.capability),
@@ -664,8 +670,8 @@
             el("span", { class: v.overdue ? "overdue-text" : "" }, (v.overdue ? "overdue since " : "due ") + fmtTime(v.due_at))),
           why, result),
         el("div", { class: "choices-inline" },
-          el("button", { type: "button", onclick: verdict("accepted") }, "Accept"),
-          el("button", { type: "button", class: "secondary", onclick: verdict("flagged") }, "Flag")));
+          el("button", { type: "button", onclick: verdict("accepted"), disabled: v.may_review === false ? "" : null }, "Accept"),
+          el("button", { type: "button", class: "secondary", onclick: verdict("flagged"), disabled: v.may_review === false ? "" : null }, "Flag")));
       list.append(item);
     }
   }
