@@ -460,7 +460,7 @@ func (g *Gateway) receive(ctx context.Context, in Inbound, who *requestInfo) Rep
 		// recorded with the exchange: a gateway that stops before it is
 		// submitted finishes the submission (reconcile, or the retry).
 		x.ID = exchange.NewID()
-		x.ApprovalID = approvalOf(x.ID)
+		x.ApprovalID = ApprovalOf(x.ID)
 		req, err := g.approvalRequest(x, call, desc, action, rec.Profile, downgraded, now)
 		if err != nil {
 			return g.internal(ctx, from, msgID, now, err)

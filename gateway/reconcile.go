@@ -17,8 +17,8 @@ import (
 // gateway names the approval of exc_X apr_X, and a request a reviewer's
 // edit made of it apr_X-eN (supersede.go).
 
-// approvalOf is the id of the approval of exchange id.
-func approvalOf(exchangeID string) string { return "apr_" + strings.TrimPrefix(exchangeID, "exc_") }
+// ApprovalOf is the id of the approval of exchange id.
+func ApprovalOf(exchangeID string) string { return "apr_" + strings.TrimPrefix(exchangeID, "exc_") }
 
 // ExchangeOfApproval is the exchange id an approval request id belongs to,
 // false when it is not one of the gateway's.

@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync/atomic"
 	"text/tabwriter"
 	"time"
@@ -24,6 +23,7 @@ import (
 	"github.com/custos-runtime/custos/arsia/sig"
 	"github.com/custos-runtime/custos/audit"
 	"github.com/custos-runtime/custos/audit/sqliteaudit"
+	"github.com/custos-runtime/custos/gateway"
 	"github.com/custos-runtime/custos/gateway/config"
 )
 
@@ -151,7 +151,7 @@ func runDemo(ctx context.Context, out io.Writer, dataDir, listen string, approve
 	if code != 202 {
 		return fmt.Errorf("the high-risk request was answered %d: %v", code, reply)
 	}
-	approvalID := "apr_" + strings.TrimPrefix(exID, "exc_")
+	approvalID := gateway.ApprovalOf(exID)
 	fmt.Fprintf(out, "   -> %d %s: the profile requires a human before execution; the payments agent has been called %d times.\n",
 		code, reply["intent"], transfers.Load())
 	fmt.Fprintf(out, "   Approve or deny it in the web inbox: open %s/ and sign in with the token %s\n", base, token)
