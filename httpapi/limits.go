@@ -135,6 +135,11 @@ func (l *Limits) Handler(next http.Handler) http.Handler {
 			if ok, wait := l.rate.allow(addr, l.o.Now()); !ok {
 				l.Refuse(ReasonRateLimited, addr)
 				w.Header().Set("Retry-After", strconv.FormatInt(ceilSeconds(wait), 10))
+				if r.ContentLength != 0 {
+					// Closing spares net/http reading the unread body to
+					// keep the connection.
+					w.Header().Set("Connection", "close")
+				}
 				problem(w, asc.RateLimited, http.StatusTooManyRequests, "Too many requests from this address; retry after the time in Retry-After.")
 				return
 			}
