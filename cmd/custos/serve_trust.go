@@ -9,9 +9,10 @@ import (
 
 // newTrust builds the trust store of the configured senders' keys (JWKS
 // files and URLs, discovered peers), revocations, CA roots and minimum
-// trust levels. The store is both the key source and the trust policy: the
-// key source lets keys the configuration revoked reach the policy, which
-// answers certificate_revoked with its reason (see trust.Store.GatewayKeys).
+// trust levels. The store is both the key source and the trust policy. As
+// a key source it never returns a key the configuration revoked: sig.Verify
+// fails on it with an error wrapping sig.ErrRevokedKey and an *arsia.Error
+// certificate_revoked with its reason (see trust.Store.Key).
 func newTrust(t config.Trust) (sig.KeySource, gateway.TrustPolicy, error) {
 	peers := make([]trust.Peer, len(t.Peers))
 	for i, p := range t.Peers {
@@ -31,5 +32,5 @@ func newTrust(t config.Trust) (sig.KeySource, gateway.TrustPolicy, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	return s.GatewayKeys(), s, nil
+	return s, s, nil
 }

@@ -109,7 +109,7 @@ func (p *peer) fetch(ctx context.Context, s *Store) (*identity.IdentityRecord, b
 		if len(h) > 1 {
 			return nil, false, certError(arsia.CodeCertificateInvalid, "the identity record has more than one "+SignatureHeader+" header", nil)
 		}
-		if e := p.verifyRecordSignature(ctx, body, h[0]); e != nil {
+		if e := p.verifyRecordSignature(ctx, s, body, h[0]); e != nil {
 			return nil, false, e
 		}
 	} else if s.requireSig {
@@ -124,9 +124,10 @@ func (p *peer) fetch(ctx context.Context, s *Store) (*identity.IdentityRecord, b
 
 // verifyRecordSignature checks the X-ARSIA-Sig header against the Ed25519
 // keys of the peer's JWKS. The kids are read from a fresh copy of the JWKS
-// document, and each key is then resolved through the peer's key source,
-// so a key the peer withdrew (or the receiver revoked) cannot sign.
-func (p *peer) verifyRecordSignature(ctx context.Context, body []byte, header string) *arsia.Error {
+// document, and each key is then resolved through the Store's key source
+// (the peer's keys less those the receiver revoked), so a key the peer
+// withdrew or the receiver revoked cannot sign.
+func (p *peer) verifyRecordSignature(ctx context.Context, s *Store, body []byte, header string) *arsia.Error {
 	signature, err := ParseSignatureHeader(header)
 	if err != nil {
 		return certError(arsia.CodeCertificateInvalid, "the identity record signature is malformed", err)
@@ -142,7 +143,7 @@ func (p *peer) verifyRecordSignature(ctx context.Context, body []byte, header st
 	digest := sha256.Sum256(body)
 	for _, kid := range kids {
 		k, err := p.disc.Key(ctx, kid)
-		if err != nil {
+		if err != nil || s.revoked(k) != "" {
 			continue
 		}
 		if pub, ok := k.Key.(ed25519.PublicKey); ok && len(pub) == ed25519.PublicKeySize && ed25519.Verify(pub, digest[:], signature) {

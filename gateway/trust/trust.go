@@ -21,7 +21,8 @@
 //     key as the leaf key, makes the sender L2, and L3 with QcStatements.
 //     Senders whose keys come from JWKS files or URLs are L1.
 //   - Revoked kids and key thumbprints are refused with certificate_revoked
-//     even while a JWKS still publishes them.
+//     even while a JWKS still publishes them, by the key source itself
+//     (Key): no key the Store hands out is one it would refuse.
 //   - The minimum trust level is the highest of a default, the entry of the
 //     effective compliance profile and the entries of the capability
 //     patterns that cover the call; a sender below it gets forbidden with
@@ -117,18 +118,17 @@ type Options struct {
 // Store resolves senders' keys and decides whether they are trusted enough.
 // It is safe for concurrent use.
 type Store struct {
-	now         func() time.Time
-	client      *http.Client
-	minRefresh  time.Duration
-	static      sig.KeySources
-	peers       map[string]*peer
-	roots       *x509.CertPool
-	revokedKID  map[string]bool
-	revokedTP   map[string]bool
-	policy      identity.Policy
-	ttl         time.Duration
-	requireSig  bool
-	gatewayKeys sig.KeySource
+	now        func() time.Time
+	client     *http.Client
+	minRefresh time.Duration
+	static     sig.KeySources
+	peers      map[string]*peer
+	roots      *x509.CertPool
+	revokedKID map[string]bool
+	revokedTP  map[string]bool
+	policy     identity.Policy
+	ttl        time.Duration
+	requireSig bool
 }
 
 var _ gateway.TrustPolicy = (*Store)(nil)
@@ -222,7 +222,6 @@ func New(cfg Config, opts *Options) (*Store, error) {
 		}
 		s.revokedTP[t] = true
 	}
-	s.gatewayKeys = sig.KeySourceFunc(s.resolve)
 	return s, nil
 }
 
@@ -313,27 +312,26 @@ func guardedClient(c *http.Client) *http.Client {
 	return &out
 }
 
-// Key implements sig.KeySource strictly: a revoked kid or thumbprint is
-// ErrRevokedKey, which Verify turns into "unauthorized". Use it wherever
-// the Store is a key source without being the trust policy too.
+// Key implements sig.KeySource, and is the only key source the Store
+// offers: it returns only keys it would accept. A kid or key thumbprint the
+// receiver revoked (revoked_kids, revoked_thumbprints) is refused here,
+// while the key is resolved, so sig.Verify fails before it checks anything
+// else, whatever uses the Store and whether or not Check runs after it.
+//
+// The refusal wraps sig.ErrRevokedKey (so errors.Is(err,
+// sig.ErrUnauthorized) holds and sig.Verify passes it on unchanged) and an
+// *arsia.Error with code certificate_revoked and details {reason}, the
+// answer ARSIA gives (Identity §6.4.3): find it with errors.As.
 func (s *Store) Key(ctx context.Context, kid string) (*jose.JSONWebKey, error) {
 	k, err := s.resolve(ctx, kid)
 	if err != nil {
 		return nil, err
 	}
 	if reason := s.revoked(k); reason != "" {
-		return nil, fmt.Errorf("%w: %q: %s", sig.ErrRevokedKey, kid, reason)
+		return nil, fmt.Errorf("%w: %w", sig.ErrRevokedKey, certError(arsia.CodeCertificateRevoked, reason, nil))
 	}
 	return k, nil
 }
-
-// GatewayKeys is the key source to give the gateway together with the
-// Store as its TrustPolicy (Options.Keys and Options.Trust): it resolves
-// keys the receiver revoked (revoked_kids, revoked_thumbprints) so that the
-// signature verifies and Check can answer certificate_revoked with a
-// reason, as ARSIA asks, instead of a bare unauthorized. Never use it
-// without Check: on its own it accepts those revoked keys.
-func (s *Store) GatewayKeys() sig.KeySource { return s.gatewayKeys }
 
 // resolve finds the key named kid: through the peer when the kid's agent
 // is a configured peer, otherwise through the JWKS files and URLs.

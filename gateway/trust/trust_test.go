@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"os"
@@ -122,40 +123,94 @@ func TestUnknownKidRefetch(t *testing.T) {
 }
 
 // A kid or thumbprint the receiver revoked is refused with
-// certificate_revoked even though the JWKS still publishes it.
+// certificate_revoked even though the JWKS still publishes it, by the key
+// source itself: sig.Verify with the Store fails at key resolution, before
+// the signature is looked at, with no Check needed.
 func TestRevoked(t *testing.T) {
 	k1 := newAgentKey(t, billing+"#key-1")
 	k2 := newAgentKey(t, billing+"#key-2")
 	k3 := newAgentKey(t, billing+"#key-3")
-	p := newFakePeer(t, billing, k1, k2, k3)
+	// k2's key published again under a new kid: the thumbprint catches it.
+	k2again := agentKey{kid: billing + "#key-2b", priv: k2.priv, pub: k2.pub}
+	p := newFakePeer(t, billing, k1, k2, k3, k2again)
+	p.set(func(p *fakePeer) { p.sigKey = &k3 }) // a revoked key cannot sign the identity record
 	c := newClock()
 	s := newStore(t, trust.Config{
 		Peers:              []trust.Peer{{Agent: billing, URL: p.srv.URL}},
 		RevokedKIDs:        []string{k1.kid},
 		RevokedThumbprints: []string{k2.thumbprint(t)},
 	}, c)
-	for _, k := range []agentKey{k1, k2} {
+	for _, k := range []agentKey{k1, k2, k2again} {
 		if _, err := s.Key(t.Context(), k.kid); !errors.Is(err, sig.ErrRevokedKey) {
-			t.Errorf("strict Key(%s) = %v, want ErrRevokedKey", k.kid, err)
+			t.Errorf("Key(%s) = %v, want ErrRevokedKey", k.kid, err)
 		}
-		// The gateway's key source lets it through so that Check can say why.
 		env := signedRequest(t, billing, gw, "demo.echo", "", k)
-		if _, err := sig.Verify(t.Context(), env, s.GatewayKeys(), verifyOpts(c)); err != nil {
-			t.Fatalf("GatewayKeys: %v", err)
+		// A broken signature too: the key is refused before the
+		// signature is checked.
+		broken := signedRequest(t, billing, gw, "demo.echo", "", k)
+		raw, err := base64.RawURLEncoding.DecodeString(broken["security"].(map[string]any)["sig"].(string))
+		if err != nil {
+			t.Fatal(err)
 		}
+		raw[0] ^= 1
+		broken["security"].(map[string]any)["sig"] = base64.RawURLEncoding.EncodeToString(raw)
+		for name, e := range map[string]map[string]any{"signed": env, "bad signature": broken} {
+			_, err := sig.Verify(t.Context(), e, s, verifyOpts(c))
+			if !errors.Is(err, sig.ErrRevokedKey) || !errors.Is(err, sig.ErrUnauthorized) || errors.Is(err, sig.ErrBadSignature) {
+				t.Fatalf("%s, %s: Verify = %v, want ErrRevokedKey", k.kid, name, err)
+			}
+			var ae *arsia.Error
+			if !errors.As(err, &ae) || ae.Code != arsia.CodeCertificateRevoked || ae.HTTPStatus() != 401 {
+				t.Fatalf("%s, %s: %v carries no certificate_revoked", k.kid, name, err)
+			}
+			if r, _ := ae.Details["reason"].(string); !strings.Contains(r, "revoked") {
+				t.Errorf("reason = %q", r)
+			}
+			if err := arsia.CheckErrorDetails(ae.Code, ae.Details); err != nil {
+				t.Error(err)
+			}
+		}
+		// Check, run anyway, refuses too.
 		e := s.Check(t.Context(), gateway.TrustQuery{Sender: billing, KID: k.kid, Capability: "demo.echo"})
-		if e == nil || e.Code != arsia.CodeCertificateRevoked || e.HTTPStatus() != 401 {
+		if e == nil || e.Code != arsia.CodeCertificateRevoked {
 			t.Fatalf("Check(%s) = %v, want certificate_revoked", k.kid, e)
 		}
-		if r, _ := e.Details["reason"].(string); !strings.Contains(r, "revoked") {
-			t.Errorf("reason = %q", r)
-		}
-		if err := arsia.CheckErrorDetails(e.Code, e.Details); err != nil {
-			t.Error(err)
-		}
+	}
+	if _, err := sig.Verify(t.Context(), signedRequest(t, billing, gw, "demo.echo", "", k3), s, verifyOpts(c)); err != nil {
+		t.Fatalf("unrevoked key: %v", err)
 	}
 	if e := s.Check(t.Context(), gateway.TrustQuery{Sender: billing, KID: k3.kid, Capability: "demo.echo"}); e != nil {
 		t.Fatalf("unrevoked key: %v", e)
+	}
+}
+
+// A key the receiver revoked cannot sign a peer's identity record either,
+// though the peer's JWKS still lists it.
+func TestRevokedKeyCannotSignIdentityRecord(t *testing.T) {
+	pki := newTestPKI(t)
+	k1 := newAgentKey(t, billing+"#key-1")
+	old := newAgentKey(t, billing+"#key-old")
+	p := newFakePeer(t, billing, k1, old)
+	p.set(func(p *fakePeer) {
+		p.chain = pki.chain(t, k1.pub, leafOpts{agent: billing})
+		p.sigKey = &old
+	})
+	cfg := trust.Config{Peers: []trust.Peer{{Agent: billing, URL: p.srv.URL}}, CAFiles: []string{pki.rootFile}}
+	jwk := func(s *trust.Store) *jose.JSONWebKey {
+		k, err := s.Key(t.Context(), k1.kid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	s := newStore(t, cfg, newClock())
+	if level, e := s.Level(t.Context(), billing, jwk(s)); e != nil || level != identity.L2 {
+		t.Fatalf("record signed by a live key: %v %v", level, e)
+	}
+	cfg.RevokedKIDs = []string{old.kid}
+	s = newStore(t, cfg, newClock())
+	if _, e := s.Level(t.Context(), billing, jwk(s)); e == nil || e.Code != arsia.CodeCertificateInvalid {
+		t.Fatalf("record signed by a revoked key: %v", e)
 	}
 }
 
