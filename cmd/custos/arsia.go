@@ -272,17 +272,32 @@ Exits 1, saying why, when the signature does not verify.`,
 func newValidateCommand() *cobra.Command {
 	var opts arsia.ValidateOptions
 	var asJSON bool
-	var profilesFile string
+	var profilesFile, nowFlag string
 	cmd := &cobra.Command{
 		Use:   "validate [ENVELOPE|-]",
-		Short: "Validate an ARSIA envelope: structure (L1), semantics (L2) and compliance",
+		Short: "Validate an ARSIA envelope: structure (L1), semantics (L2), compliance and freshness",
 		Long: `Validate an ARSIA envelope read from ENVELOPE or standard input as a receiver
-does: the JSON Schema (L1) first, and when that passes the semantic rules (L2)
-and the compliance rules R1-R7 on the inherited profile values. Signatures are
-checked by "custos verify". Exits 1 when any error is found; warnings do not
-fail.`,
+does: the JSON Schema (L1) first, and when that passes the semantic rules (L2),
+the compliance rules R1-R7 on the inherited profile values, and freshness: a
+message whose expires_at plus the clock skew has passed (message_expired), or
+whose ts is more than the skew away from now (clock_skew_exceeded), is
+refused as a receiver refuses it. The skew is the effective profile's (300 s,
+EU-AI-ACT-HIGH-RISK 120 s, MIFID-II and DORA 60 s). "Now" is the current
+time; --now pins it, to check an archived message as of when it arrived.
+Signatures are checked by "custos verify". Exits 1 when any error is found;
+warnings do not fail.`,
+		Example: `  custos validate request.json
+  custos validate --now 2026-04-30T10:00:00Z archived.json`,
 		Args: argsUpTo(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			now := time.Now()
+			if nowFlag != "" {
+				t, err := time.Parse(time.RFC3339Nano, nowFlag)
+				if err != nil {
+					return usageError{fmt.Errorf("--now %q is not an RFC 3339 time such as 2026-04-30T10:00:00Z", nowFlag)}
+				}
+				now = t
+			}
 			if profilesFile != "" {
 				data, err := os.ReadFile(profilesFile)
 				if err != nil {
@@ -297,9 +312,20 @@ fail.`,
 				return err
 			}
 			var findings []finding
+			structural := false
 			for _, is := range arsia.Validate(env, opts) {
+				structural = structural || is.Code == arsia.IssueSchemaViolation
 				findings = append(findings, finding{Pointer: is.Pointer, Code: is.Code, Severity: string(is.Severity),
 					Message: is.Message, Keyword: is.Keyword, text: string(is.Severity) + " " + is.String()})
+			}
+			// Freshness needs a readable ts and expires_at, which L1
+			// guarantees; after an L1 error it would only repeat it.
+			if !structural {
+				if e := arsia.CheckFreshness(env, opts.Profiles, now); e != nil {
+					field, _ := e.Details["field"].(string)
+					findings = append(findings, finding{Pointer: field, Code: e.Code, Severity: string(arsia.SeverityError),
+						Message: e.Description, text: string(arsia.SeverityError) + " " + e.Code + ": " + e.Description})
+				}
 			}
 			return reportFindings(cmd.OutOrStdout(), name, "ARSIA envelope", findings, asJSON)
 		},
@@ -308,6 +334,7 @@ fail.`,
 	f.BoolVar(&opts.Strict, "strict", false, "an unknown compliance profile is an error (R1), not a fallback to GDPR-STANDARD")
 	f.StringVar(&opts.IdentityClassification, "classification", "", "the sender's agent-level ai_system_classification (enables R6)")
 	f.StringVar(&profilesFile, "profiles", "", "compliance profiles file (default: the bundled ARSIA profiles)")
+	f.StringVar(&nowFlag, "now", "", "judge freshness as of this RFC 3339 time (default: the current time)")
 	f.BoolVar(&asJSON, "json", false, "print the result as JSON")
 	return cmd
 }

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestArsiaRoundTrip drives the ARSIA commands as a user would: generate
@@ -46,6 +47,18 @@ func TestArsiaRoundTrip(t *testing.T) {
 				t.Errorf("validate: %q", out)
 			}
 
+			// The same bytes an hour later have expired; a day earlier
+			// they come from the future (EU-AI-ACT-HIGH-RISK: 120 s skew).
+			later := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+			if code, out, _ := custos(t, signed, "validate", "--now", later); code != 1 || !strings.Contains(out, "message_expired") {
+				t.Errorf("validate an hour later: exit %d, %q", code, out)
+			}
+			earlier := time.Now().Add(-24 * time.Hour).UTC().Format(time.RFC3339)
+			if code, out, _ := custos(t, signed, "validate", "--now", earlier); code != 1 || !strings.Contains(out, "clock_skew_exceeded") ||
+				!strings.Contains(out, "120 s") {
+				t.Errorf("validate a day earlier: exit %d, %q", code, out)
+			}
+
 			tampered := strings.Replace(signed, "100.00", "999.00", 1)
 			if code, _, errOut := custos(t, tampered, "verify", "--jwks", jwks); code != 1 || !strings.Contains(errOut, "signature not verified") {
 				t.Errorf("tampered envelope: exit %d, stderr %q", code, errOut)
@@ -54,6 +67,62 @@ func TestArsiaRoundTrip(t *testing.T) {
 				t.Errorf("disallowed algorithm: exit %d, stderr %q", code, errOut)
 			}
 		})
+	}
+}
+
+// TestValidateFreshness: validate judges ts and expires_at against the
+// current time, or the time --now pins, with the profile's skew
+// (MIFID-II: 60 s), inclusive at the boundary.
+func TestValidateFreshness(t *testing.T) {
+	event := filepath.Join("testdata", "event-2026-04-30.json") // ts 2026-04-30T10:00:00.000Z, MIFID-II
+	for _, tc := range []struct {
+		now      string // "" for the current time
+		wantCode int
+		want     string
+	}{
+		{"", 1, "clock_skew_exceeded: The message is stale"},
+		{"2026-04-30T10:00:00Z", 0, "valid ARSIA envelope"},
+		{"2026-04-30T10:01:00Z", 0, "valid ARSIA envelope"},
+		{"2026-04-30T12:01:00+02:00", 0, "valid ARSIA envelope"},
+		{"2026-04-30T10:01:00.001Z", 1, "more than the allowed clock skew of 60 s before"},
+		{"2026-04-30T09:58:59Z", 1, "clock_skew_exceeded: The message is from the future"},
+		{"2025-04-30T10:00:00Z", 1, "from the future"},
+	} {
+		args := []string{"validate", event}
+		if tc.now != "" {
+			args = []string{"validate", "--now", tc.now, event}
+		}
+		code, out, _ := custos(t, "", args...)
+		if code != tc.wantCode || !strings.Contains(out, tc.want) {
+			t.Errorf("--now %q: exit %d, %q; want %d, %q", tc.now, code, out, tc.wantCode, tc.want)
+		}
+	}
+	code, out, _ := custos(t, "", "validate", "--json", "--now", "2026-05-01T10:00:00Z", event)
+	if code != 1 || !strings.Contains(out, `"pointer": "/ts"`) || !strings.Contains(out, `"code": "clock_skew_exceeded"`) {
+		t.Errorf("--json: exit %d, %s", code, out)
+	}
+	// An expired request names expires_at.
+	req := `{"v":"1.0","id":"7c1e2d40-5b8a-4f3e-9a61-0d2b4c6e8f11","ts":"2026-04-30T10:00:00.000Z","from":"agent:acme.billing",` +
+		`"to":"agent:acme.ledger","intent":"request","expires_at":"2026-04-30T10:01:00.000Z","capabilities":["acme.ledger.post"],` +
+		`"payload":{"type":"com.acme.ledger/post","args":{}},"security":{"alg":"EdDSA","kid":"agent:acme.billing#k","sig":"AAAA"}}`
+	if code, out, _ := custos(t, req, "validate", "--json", "--now", "2026-04-30T10:06:00.001Z"); code != 1 ||
+		!strings.Contains(out, `"pointer": "/expires_at"`) || !strings.Contains(out, "message_expired") {
+		t.Errorf("expired request: exit %d, %s", code, out)
+	}
+	// At ts + skew (the end of its acceptance window) it is still valid.
+	if code, out, _ := custos(t, req, "validate", "--now", "2026-04-30T10:05:00Z"); code != 0 {
+		t.Errorf("request at ts + skew: exit %d, %s", code, out)
+	}
+	// A structural error is reported alone, not once more as freshness.
+	bad := strings.Replace(req, `"2026-04-30T10:00:00.000Z"`, `"yesterday"`, 1)
+	if code, out, _ := custos(t, bad, "validate", "--now", "2026-04-30T10:00:00Z"); code != 1 || strings.Contains(out, "invalid_ts") ||
+		!strings.Contains(out, "schema_violation") {
+		t.Errorf("bad ts: exit %d, %s", code, out)
+	}
+	for _, now := range []string{"yesterday", "2026-04-30", "2026-04-30T10:00:00"} {
+		if code, _, errOut := custos(t, "", "validate", "--now", now, event); code != 2 || !strings.Contains(errOut, "--now") {
+			t.Errorf("--now %q: exit %d, %q", now, code, errOut)
+		}
 	}
 }
 
