@@ -292,9 +292,11 @@ func transportError(ctx, tctx context.Context, err error, sent bool, timeout tim
 	case tctx.Err() != nil:
 		return notSent(ctx, "http: the request could not be sent within %s", timeout)
 	case notConnected(err) || !sent:
-		return fail(asc.DependencyUnavailable, nothingHappened, "http: %v", err)
+		return fail(asc.DependencyUnavailable, nothingHappened, "http: %s", sanitize([]byte(err.Error())))
 	default:
-		return fail(asc.DependencyUnavailable, unknown, "http: %v", err)
+		// net/http's errors quote what the upstream sent (a malformed
+		// header line, say): sanitised and cut short like any upstream text.
+		return fail(asc.DependencyUnavailable, unknown, "http: %s", sanitize([]byte(err.Error())))
 	}
 }
 

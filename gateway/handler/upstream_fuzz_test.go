@@ -108,6 +108,17 @@ func checkUpstreamOutcome(t *testing.T, res handler.Result, err error) {
 	}
 }
 
+// printable reports whether an HTTP/1.1 server can send s as a header value
+// that a client reads back.
+func printable(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 && c != '\t' || c == 0x7f {
+			return false
+		}
+	}
+	return strings.TrimSpace(s) == s
+}
+
 // FuzzHTTPUpstream: the http handler's mapping of whatever the upstream
 // answers (status, content type, Retry-After, Location, body). Besides
 // checkUpstreamOutcome: only a 2xx answer is a success, a 2xx JSON object
@@ -169,7 +180,7 @@ func FuzzHTTPUpstream(f *testing.F) {
 			}
 			v, derr := jcs.Decode(body)
 			_, obj := v.(map[string]any)
-			if status < 300 && status != http.StatusNoContent && status != http.StatusResetContent && ct == "application/json" && derr == nil && obj && len(body) < upstreamMax {
+			if status < 300 && status != http.StatusNoContent && printable(retryAfter) && printable(location) && status != http.StatusResetContent && ct == "application/json" && derr == nil && obj && len(body) < upstreamMax {
 				t.Fatalf("%d %s %s refused: %v", status, ct, body, err)
 			}
 			return
