@@ -117,21 +117,28 @@ func writePostgresMarker(ctx context.Context, loc store.Location, b []byte) erro
 		return err
 	}
 	defer pool.Close()
-	// Created only when missing, so that a role without CREATE can run a
-	// gateway on a schema an administrator prepared.
-	var exists bool
-	if err := pool.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", gatewayMarkerTable).Scan(&exists); err != nil {
-		return err
-	}
-	if !exists {
-		if _, err := pool.Exec(ctx, "CREATE TABLE IF NOT EXISTS "+gatewayMarkerTable+
-			" (id integer PRIMARY KEY CHECK (id = 1), marker text NOT NULL)"); err != nil {
+	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		// Replicas starting together would race to create the table:
+		// the lock migrations take serialises them.
+		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", pgutil.MigrationLockKey); err != nil {
 			return err
 		}
-	}
-	_, err = pool.Exec(ctx, "INSERT INTO "+gatewayMarkerTable+" (id, marker) VALUES (1, $1) "+
-		"ON CONFLICT (id) DO UPDATE SET marker = EXCLUDED.marker", string(b))
-	return err
+		// Created only when missing, so that a role without CREATE can
+		// run a gateway on a schema an administrator prepared.
+		var exists bool
+		if err := tx.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", gatewayMarkerTable).Scan(&exists); err != nil {
+			return err
+		}
+		if !exists {
+			if _, err := tx.Exec(ctx, "CREATE TABLE "+gatewayMarkerTable+
+				" (id integer PRIMARY KEY CHECK (id = 1), marker text NOT NULL)"); err != nil {
+				return err
+			}
+		}
+		_, err := tx.Exec(ctx, "INSERT INTO "+gatewayMarkerTable+" (id, marker) VALUES (1, $1) "+
+			"ON CONFLICT (id) DO UPDATE SET marker = EXCLUDED.marker", string(b))
+		return err
+	})
 }
 
 // readGatewayMarker reads the marker of the store at loc; ok is false when
