@@ -169,13 +169,12 @@ func (l *Limits) Handler(next http.Handler) http.Handler {
 			}
 			defer l.bodies.release(size)
 		}
-		rc := http.NewResponseController(w)
 		if l.o.BodyTimeout > 0 {
 			// Unsupported only on writers that are not a connection's
 			// (tests' recorders); the server's ReadTimeout still holds.
-			_ = rc.SetReadDeadline(l.o.Now().Add(l.o.BodyTimeout))
+			_ = http.NewResponseController(w).SetReadDeadline(l.o.Now().Add(l.o.BodyTimeout))
 		}
-		b := &limitedBody{rc: r.Body, ctl: rc, l: l, addr: addr, left: -1}
+		b := &limitedBody{rc: r.Body, l: l, addr: addr, left: -1}
 		if r.ContentLength < 0 && l.o.MaxBody > 0 {
 			b.left, b.limit = l.o.MaxBody, l.o.MaxBody
 		}

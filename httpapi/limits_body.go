@@ -104,12 +104,12 @@ func (b *byteBudget) inUse() int64 {
 
 // limitedBody is a request body under the transport's limits: a body of
 // unknown length stops at what it reserved (a Content-Length body cannot
-// pass its length: net/http stops it), a read past the body deadline is
-// counted too slow, and once the body is read the deadline is lifted so
-// that a long handler is not cut off by it.
+// pass its length: net/http stops it), and a read past the body deadline
+// is counted too slow. Once the body reaches its end, net/http clears the
+// read deadline as it starts watching the connection for the client going
+// away, so a long handler is not cut off by the body's deadline.
 type limitedBody struct {
 	rc   io.ReadCloser
-	ctl  *http.ResponseController
 	l    *Limits
 	addr netip.Addr
 	// left is how much more may be read (-1: no limit here), limit what
@@ -133,9 +133,7 @@ func (b *limitedBody) Read(p []byte) (int, error) {
 		b.left -= int64(n)
 	}
 	switch {
-	case err == nil:
-	case errors.Is(err, io.EOF):
-		_ = b.ctl.SetReadDeadline(time.Time{})
+	case err == nil, errors.Is(err, io.EOF):
 	case isTimeout(err):
 		b.err = err
 		b.l.Refuse(ReasonTooSlow, b.addr)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -217,7 +218,8 @@ func TestLimitsBodyBytesInFlight(t *testing.T) {
 }
 
 // Once the body is read its deadline no longer applies: a handler that
-// runs longer than the body timeout is not cut off.
+// runs longer than the body timeout is not cut off (net/http clears the
+// deadline when the body ends; this holds the limits to relying on it).
 func TestLimitsBodyDeadlineLiftedAfterTheBody(t *testing.T) {
 	l := newLimits(t, LimitsOptions{BodyTimeout: 100 * time.Millisecond})
 	srv := httptest.NewServer(l.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -407,5 +409,36 @@ func TestByteBudgetOrder(t *testing.T) {
 	b.release(5)
 	if b.inUse() != 0 {
 		t.Fatalf("in use %d", b.inUse())
+	}
+}
+
+// Refusals are counted one by one but logged at most once per LogEvery,
+// with the peer address and the count since the last line.
+func TestLimitsRefusalsLoggedSampled(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	var logBuf bytes.Buffer
+	l := newLimits(t, LimitsOptions{PerSecond: 1, Burst: 1, Tracked: 8, Now: func() time.Time { return now },
+		Logger: slog.New(slog.NewTextHandler(&logBuf, nil))})
+	h := l.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	send := func() {
+		req := httptest.NewRequest("GET", "/v1/arsia/inbox?kid=%0a%1b[31mforged", nil)
+		req.RemoteAddr = "192.0.2.1:999"
+		h.ServeHTTP(httptest.NewRecorder(), req)
+	}
+	for range 500 {
+		send()
+	}
+	if n := l.refusedCount(ReasonRateLimited); n != 499 {
+		t.Fatalf("counted %d refusals, want 499", n)
+	}
+	if lines := strings.Count(logBuf.String(), "\n"); lines != 1 {
+		t.Fatalf("%d log lines for 499 refusals, want 1:\n%s", lines, logBuf.String())
+	}
+	now = now.Add(61 * time.Second)
+	send() // refilled: passes
+	send()
+	out := logBuf.String()
+	if strings.Count(out, "\n") != 2 || !strings.Contains(out, "since_last_line=499") || !strings.Contains(out, "addr=192.0.2.1") || strings.Contains(out, "forged") {
+		t.Fatalf("log:\n%s", out)
 	}
 }
