@@ -55,10 +55,11 @@ func (r Role) covers(capability, profile string) bool {
 	return len(r.Profiles) == 0 || slices.Contains(r.Profiles, profile)
 }
 
-// Policy says which reviewer may decide which request. It is enforced in
-// one place, before the authority sees a decision, for every binding (HTTP
-// and WebSocket). A nil *Policy lets every authenticated reviewer decide
-// every request.
+// Policy says which reviewer may do what with which request or review. One
+// rule (permission) is enforced before anything changes, for decisions
+// (HTTP, WebSocket, and AG-UI through Check), edits, withdrawals (NewSubmit),
+// rule revocations and post-execution review verdicts (NewReviews). A nil
+// *Policy lets every authenticated reviewer do everything.
 type Policy struct {
 	// Roles by name. When empty, every reviewer may decide every request
 	// (only SeparationOfDuties and JustificationRequired apply).
@@ -66,9 +67,12 @@ type Policy struct {
 	// Grants are each reviewer id's role names. A reviewer without
 	// grants may decide nothing once Roles is not empty.
 	Grants map[string][]string
-	// SeparationOfDuties are the profiles whose requests the requesting
-	// principal (origin agent_id, session_id, the exchange's sender) may
-	// not approve.
+	// SeparationOfDuties are the profiles whose requests nobody who took
+	// part in them may approve: the requesting principal (origin agent_id,
+	// session_id, the exchange's sender), the caller that submitted the
+	// request (SubmitterExtension) and the proposers of its arguments
+	// (edits); and whose post-execution reviews the call's sender may not
+	// close.
 	SeparationOfDuties []string
 	// JustificationRequired are the profiles whose approvals must carry a
 	// justification (decision extension JustificationExtension).
