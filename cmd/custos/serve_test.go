@@ -265,19 +265,26 @@ func TestServeEndToEnd(t *testing.T) {
 		t.Fatalf("after denial: %d %v, upstream %d", code, reply, g.upstream.Load())
 	}
 
-	// Refusals, each a precise error and nothing run.
+	// Refusals, each a precise error and nothing run: a signed error to a
+	// verified sender, an unsigned problem (the same words) to anyone else.
 	for name, tc := range map[string]struct {
 		capability string
 		tamper     func(map[string]any)
 		want       int
+		signed     bool
 	}{
-		"forged signature": {"demo.echo", func(m map[string]any) { m["payload"].(map[string]any)["args"] = map[string]any{"text": "changed"} }, 401},
-		"unknown kid":      {"demo.echo", func(m map[string]any) { m["security"].(map[string]any)["kid"] = sender + "#nope" }, 401},
-		"not granted":      {"admin.delete", nil, 403},
+		"forged signature": {"demo.echo", func(m map[string]any) { m["payload"].(map[string]any)["args"] = map[string]any{"text": "changed"} }, 401, false},
+		"unknown kid":      {"demo.echo", func(m map[string]any) { m["security"].(map[string]any)["kid"] = sender + "#nope" }, 401, false},
+		"not granted":      {"admin.delete", nil, 403, true},
 	} {
 		code, reply, _ := g.send(t, tc.capability, "GDPR-STANDARD", map[string]any{"x": 1}, tc.tamper)
-		if code != tc.want || reply["intent"] != "error" {
-			t.Errorf("%s: %d %v, want %d and a signed error", name, code, reply, tc.want)
+		switch {
+		case code != tc.want:
+			t.Errorf("%s: %d %v, want %d", name, code, reply, tc.want)
+		case tc.signed && reply["intent"] != "error":
+			t.Errorf("%s: %v, want a signed error", name, reply)
+		case !tc.signed && (reply["security"] != nil || reply["detail"] != "The request could not be authenticated."):
+			t.Errorf("%s: %v, want an unsigned problem in fixed words", name, reply)
 		}
 	}
 	if code, _, _ := g.post(t, []byte(`{}`), "application/json"); code != 415 {
