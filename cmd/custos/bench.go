@@ -55,6 +55,7 @@ latency counts from when each request was due (no coordinated omission).`,
 	gw.Flags().Float64Var(&rate, "rate", 0, "send at this many requests per second instead (open loop: latency counts from each request's scheduled time)")
 	gw.Flags().StringVar(&cpuprofile, "cpuprofile", "", "write a CPU profile of the gateway run to this file")
 	cmd.AddCommand(gw, newBenchFloodCommand())
+	cmd.AddCommand(newBenchCrashCommand())
 	return cmd
 }
 
