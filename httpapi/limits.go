@@ -43,8 +43,10 @@ type LimitsOptions struct {
 	// gets 503 with Retry-After. 0 disables the cap.
 	BodyBytes int64
 	BodyWait  time.Duration
-	// MaxBody is what a body of unknown length (chunked) reserves, and
-	// the most of it that is read.
+	// MaxBody is the largest body any handler behind reads: a longer
+	// Content-Length is 413 before anything is read or reserved, and a
+	// body of unknown length (chunked) reserves MaxBody and is cut there.
+	// 0: no such limit here.
 	MaxBody int64
 	// BodyTimeout is how long a request's body may take to arrive once
 	// its handler runs (408 from the inbox past it). 0 leaves only the
@@ -152,14 +154,16 @@ func (l *Limits) Handler(next http.Handler) http.Handler {
 		if size < 0 {
 			size = l.o.MaxBody
 		}
+		if l.o.MaxBody > 0 && size > l.o.MaxBody {
+			// No handler behind would read it all: refused before a
+			// byte is read or reserved.
+			l.Refuse(ReasonTooLarge, addr)
+			w.Header().Set("Connection", "close")
+			problem(w, asc.InvalidRequest, http.StatusRequestEntityTooLarge,
+				"The body is larger than "+strconv.FormatInt(l.o.MaxBody, 10)+" bytes.")
+			return
+		}
 		if l.bodies != nil {
-			if size > l.o.BodyBytes {
-				l.Refuse(ReasonTooLarge, addr)
-				w.Header().Set("Connection", "close")
-				problem(w, asc.InvalidRequest, http.StatusRequestEntityTooLarge,
-					"The body is larger than "+strconv.FormatInt(l.o.MaxBody, 10)+" bytes.")
-				return
-			}
 			if !l.bodies.acquire(r.Context(), size, l.o.BodyWait) {
 				l.Refuse(ReasonTooManyBodies, addr)
 				w.Header().Set("Retry-After", "1")

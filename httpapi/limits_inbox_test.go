@@ -83,6 +83,17 @@ func TestInboxOversizeIs413(t *testing.T) {
 		t.Fatalf("declared oversize: %d after %d reads, want 413 after none", rec.Code, body.reads.Load())
 	}
 
+	// The inbox alone refuses it the same way.
+	body = &readRecorder{r: strings.NewReader(strings.Repeat("x", 2<<10))}
+	req = httptest.NewRequest("POST", "/v1/arsia/inbox", body)
+	req.Header.Set("Content-Type", "application/arsia+json; v=1")
+	req.ContentLength = 2 << 10
+	rec = httptest.NewRecorder()
+	newTestInbox(t, 1<<10, nil).ServeHTTP(rec, req)
+	if rec.Code != http.StatusRequestEntityTooLarge || body.reads.Load() != 0 {
+		t.Fatalf("declared oversize, inbox alone: %d after %d reads", rec.Code, body.reads.Load())
+	}
+
 	srv := httptest.NewServer(l.Handler(inbox))
 	defer srv.Close()
 	chunk := strings.Repeat("x", 512)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -440,5 +441,40 @@ func TestLimitsRefusalsLoggedSampled(t *testing.T) {
 	out := logBuf.String()
 	if strings.Count(out, "\n") != 2 || !strings.Contains(out, "since_last_line=499") || !strings.Contains(out, "addr=192.0.2.1") || strings.Contains(out, "forged") {
 		t.Fatalf("log:\n%s", out)
+	}
+}
+
+// A Content-Length no handler behind would read is refused before a byte
+// is read or a byte of the budget reserved, whatever the handler's own
+// limit.
+func TestLimitsRefuseDeclaredOversize(t *testing.T) {
+	l := newLimits(t, LimitsOptions{BodyBytes: 8 << 10, MaxBody: 4 << 10})
+	var reached atomic.Int64
+	h := l.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reached.Add(1)
+		_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, 1<<20))
+	}))
+	body := &readRecorder{r: strings.NewReader(strings.Repeat("x", 5<<10))}
+	req := httptest.NewRequest("POST", "/login", body)
+	req.ContentLength = 5 << 10
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if rec.Code != http.StatusRequestEntityTooLarge || body.reads.Load() != 0 || reached.Load() != 0 {
+		t.Fatalf("%d after %d reads, handler reached %d times", rec.Code, body.reads.Load(), reached.Load())
+	}
+	if l.refusedCount(ReasonTooLarge) != 1 || l.bodies.inUse() != 0 {
+		t.Fatalf("too_large %d, reserved %d", l.refusedCount(ReasonTooLarge), l.bodies.inUse())
+	}
+	// Without a length: cut at MaxBody.
+	req = httptest.NewRequest("POST", "/login", &readRecorder{r: strings.NewReader(strings.Repeat("x", 5<<10))})
+	req.ContentLength = -1
+	var got int64
+	var rerr error
+	l.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got, rerr = io.Copy(io.Discard, r.Body)
+	})).ServeHTTP(httptest.NewRecorder(), req)
+	var mbe *http.MaxBytesError
+	if got != 4<<10 || !errors.As(rerr, &mbe) {
+		t.Fatalf("chunked: read %d, %v; want 4096 and a MaxBytesError", got, rerr)
 	}
 }
