@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/netip"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -43,6 +44,10 @@ type LimitsOptions struct {
 	// gets 503 with Retry-After. 0 disables the cap.
 	BodyBytes int64
 	BodyWait  time.Duration
+	// BodyBytesPerAddress caps the body bytes one client address holds
+	// of BodyBytes, so that one address's slow bodies cannot take all of
+	// it; past it the request gets 503 at once. 0 disables the cap.
+	BodyBytesPerAddress int64
 	// MaxBody is the largest body any handler behind reads: a longer
 	// Content-Length is 413 before anything is read or reserved, and a
 	// body of unknown length (chunked) reserves MaxBody and is cut there.
@@ -81,6 +86,8 @@ type Limits struct {
 	o        LimitsOptions
 	rate     *addressBuckets
 	bodies   *byteBudget
+	heldMu   sync.Mutex
+	held     map[netip.Addr]int64 // body bytes reserved per client key; only keys holding some
 	refused  [len(reasons)]atomic.Int64
 	conns    atomic.Int64
 	waits    atomic.Int64
@@ -103,6 +110,8 @@ func NewLimits(o LimitsOptions) (*Limits, error) {
 		return nil, errors.New("httpapi: a cap on body bytes in flight needs MaxBody")
 	case o.BodyBytes > 0 && o.MaxBody > o.BodyBytes:
 		return nil, fmt.Errorf("httpapi: body bytes in flight (%d) below the largest body (%d): such a body could never be read", o.BodyBytes, o.MaxBody)
+	case o.BodyBytesPerAddress < 0 || o.BodyBytesPerAddress > 0 && o.MaxBody > o.BodyBytesPerAddress:
+		return nil, fmt.Errorf("httpapi: body bytes per address (%d) negative or below the largest body (%d)", o.BodyBytesPerAddress, o.MaxBody)
 	}
 	for _, p := range o.Exempt {
 		if !p.IsValid() {
@@ -115,7 +124,7 @@ func NewLimits(o LimitsOptions) (*Limits, error) {
 	if o.LogEvery <= 0 {
 		o.LogEvery = time.Minute
 	}
-	l := &Limits{o: o}
+	l := &Limits{o: o, held: map[netip.Addr]int64{}}
 	if o.PerSecond > 0 {
 		l.rate = newAddressBuckets(o.PerSecond, o.Burst, o.Tracked)
 	}
@@ -163,6 +172,16 @@ func (l *Limits) Handler(next http.Handler) http.Handler {
 				"The body is larger than "+strconv.FormatInt(l.o.MaxBody, 10)+" bytes.")
 			return
 		}
+		if l.o.BodyBytesPerAddress > 0 && !exempt {
+			if !l.hold(addr, size) {
+				l.Refuse(ReasonTooManyBodies, addr)
+				w.Header().Set("Retry-After", "1")
+				w.Header().Set("Connection", "close")
+				problem(w, asc.RateLimited, http.StatusTooManyRequests, "This address has as many request bodies in flight as the gateway reads from one address; retry after the time in Retry-After.")
+				return
+			}
+			defer l.hold(addr, -size)
+		}
 		if l.bodies != nil {
 			if !l.bodies.acquire(r.Context(), size, l.o.BodyWait) {
 				l.Refuse(ReasonTooManyBodies, addr)
@@ -185,6 +204,23 @@ func (l *Limits) Handler(next http.Handler) http.Handler {
 		r.Body = b
 		next.ServeHTTP(w, r)
 	})
+}
+
+// hold adds n (negative: returns) to the body bytes key holds; false,
+// and nothing held, when that would pass BodyBytesPerAddress.
+func (l *Limits) hold(key netip.Addr, n int64) bool {
+	l.heldMu.Lock()
+	defer l.heldMu.Unlock()
+	v := l.held[key] + n
+	if n > 0 && v > l.o.BodyBytesPerAddress {
+		return false
+	}
+	if v <= 0 {
+		delete(l.held, key)
+	} else {
+		l.held[key] = v
+	}
+	return true
 }
 
 // client is the key a request's remote address is limited under (the

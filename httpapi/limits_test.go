@@ -365,13 +365,14 @@ func TestLimitsListenerCloseWakesAccept(t *testing.T) {
 
 func TestNewLimitsRefusesNonsense(t *testing.T) {
 	for name, o := range map[string]LimitsOptions{
-		"negative rate":    {PerSecond: -1},
-		"rate no burst":    {PerSecond: 1, Tracked: 1},
-		"rate no tracked":  {PerSecond: 1, Burst: 1},
-		"budget below max": {BodyBytes: 10, MaxBody: 11},
-		"budget no max":    {BodyBytes: 10},
-		"negative conns":   {Connections: -1},
-		"invalid prefix":   {Exempt: []netip.Prefix{{}}},
+		"negative rate":     {PerSecond: -1},
+		"rate no burst":     {PerSecond: 1, Tracked: 1},
+		"rate no tracked":   {PerSecond: 1, Burst: 1},
+		"budget below max":  {BodyBytes: 10, MaxBody: 11},
+		"budget no max":     {BodyBytes: 10},
+		"per address < max": {BodyBytes: 100, MaxBody: 50, BodyBytesPerAddress: 49},
+		"negative conns":    {Connections: -1},
+		"invalid prefix":    {Exempt: []netip.Prefix{{}}},
 	} {
 		if _, err := NewLimits(o); err == nil {
 			t.Errorf("%s: accepted", name)
@@ -476,5 +477,48 @@ func TestLimitsRefuseDeclaredOversize(t *testing.T) {
 	var mbe *http.MaxBytesError
 	if got != 4<<10 || !errors.As(rerr, &mbe) {
 		t.Fatalf("chunked: read %d, %v; want 4096 and a MaxBytesError", got, rerr)
+	}
+}
+
+// One client address holds at most BodyBytesPerAddress of the body
+// budget: its next body is refused at once, another address's still gets
+// in, and what it held is returned when its handlers end.
+func TestLimitsBodyBytesPerAddress(t *testing.T) {
+	l := newLimits(t, LimitsOptions{BodyBytes: 64 << 10, MaxBody: 8 << 10, BodyBytesPerAddress: 16 << 10, BodyWait: time.Second})
+	release := make(chan struct{})
+	var entered atomic.Int64
+	h := l.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		entered.Add(1)
+		_, _ = io.Copy(io.Discard, r.Body)
+		<-release
+	}))
+	post := func(remote string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest("POST", "/v1/arsia/inbox", strings.NewReader(strings.Repeat("x", 8<<10)))
+		req.RemoteAddr = remote
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec
+	}
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() { post("198.51.100.9:1") })
+	}
+	for entered.Load() < 2 {
+		time.Sleep(time.Millisecond)
+	}
+	if rec := post("198.51.100.9:2"); rec.Code != http.StatusTooManyRequests || rec.Header().Get("Retry-After") == "" {
+		t.Fatalf("third body of one address: %d, want 429", rec.Code)
+	}
+	wg.Go(func() { post("203.0.113.50:1") })
+	for entered.Load() < 3 {
+		time.Sleep(time.Millisecond)
+	}
+	close(release)
+	wg.Wait()
+	if l.refusedCount(ReasonTooManyBodies) != 1 || len(l.held) != 0 || l.bodies.inUse() != 0 {
+		t.Fatalf("refused %d, held %v, in use %d", l.refusedCount(ReasonTooManyBodies), l.held, l.bodies.inUse())
+	}
+	if rec := post("198.51.100.9:3"); rec.Code != 200 {
+		t.Fatalf("after its bodies ended: %d", rec.Code)
 	}
 }

@@ -302,7 +302,7 @@ func serve(ctx context.Context, cfg config.Config, out, errOut io.Writer) error 
 
 // newTransportLimits builds the limits of cfg.Limits. A body of unknown
 // length reserves the most any endpoint reads: max_body, or the 1 MiB a
-// submitted approval request may be, within the cap on bytes in flight.
+// submitted approval request may be, within the caps on bytes in flight.
 func newTransportLimits(cfg config.Config, logger *slog.Logger) (*httpapi.Limits, error) {
 	l := cfg.Limits
 	exempt, err := l.PerAddress.ExemptPrefixes()
@@ -310,12 +310,14 @@ func newTransportLimits(cfg config.Config, logger *slog.Logger) (*httpapi.Limits
 		return nil, fmt.Errorf("limits.per_address.exempt: %w", err)
 	}
 	unknown := max(cfg.MaxBody, 1<<20)
-	if l.BodyBytesInFlight > 0 {
-		unknown = min(unknown, l.BodyBytesInFlight)
+	for _, c := range []int64{l.BodyBytesInFlight, l.PerAddress.BodyBytesInFlight} {
+		if c > 0 {
+			unknown = min(unknown, c)
+		}
 	}
 	return httpapi.NewLimits(httpapi.LimitsOptions{PerSecond: l.PerAddress.PerSecond, Burst: l.PerAddress.Burst,
 		Tracked: l.PerAddress.Tracked, Exempt: exempt, Connections: l.Connections, ConnectionsPerAddress: l.PerAddress.Connections,
-		BodyBytes: l.BodyBytesInFlight, BodyWait: l.BodyWait, MaxBody: unknown, BodyTimeout: l.BodyTimeout, Logger: logger})
+		BodyBytes: l.BodyBytesInFlight, BodyBytesPerAddress: l.PerAddress.BodyBytesInFlight, BodyWait: l.BodyWait, MaxBody: unknown, BodyTimeout: l.BodyTimeout, Logger: logger})
 }
 
 // gatewayKey loads the gateway's signing key from DATA/gateway.key.jwk.json,

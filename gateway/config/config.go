@@ -122,15 +122,17 @@ type Limits struct {
 // PerAddressLimits is a token bucket of Burst requests refilled at
 // PerSecond for each client address, checked before anything is read,
 // over at most Tracked addresses (the least recently seen forgotten
-// first), and a cap of Connections open connections per address.
-// Exempt lists the addresses (CIDR prefixes or single addresses) neither
-// applies to.
+// first), a cap of Connections open connections per address and one of
+// BodyBytesInFlight of the body bytes in flight (429 past it, at least
+// max_body when set). Exempt lists the addresses (CIDR prefixes or single
+// addresses) none applies to.
 type PerAddressLimits struct {
-	PerSecond   float64  `yaml:"per_second"`
-	Burst       int      `yaml:"burst"`
-	Tracked     int      `yaml:"tracked"`
-	Connections int      `yaml:"connections"`
-	Exempt      []string `yaml:"exempt"`
+	PerSecond         float64  `yaml:"per_second"`
+	Burst             int      `yaml:"burst"`
+	Tracked           int      `yaml:"tracked"`
+	Connections       int      `yaml:"connections"`
+	BodyBytesInFlight int64    `yaml:"body_bytes_in_flight"`
+	Exempt            []string `yaml:"exempt"`
 }
 
 // ExemptPrefixes parses Exempt; a single address is its own prefix.
@@ -166,6 +168,9 @@ func (l Limits) check(maxBody int64) []error {
 	}
 	if p.Connections < 0 {
 		bad("per_address.connections %d: negative", p.Connections)
+	}
+	if p.BodyBytesInFlight < 0 || (p.BodyBytesInFlight > 0 && p.BodyBytesInFlight < maxBody) {
+		bad("per_address.body_bytes_in_flight %d: want 0 (no cap) or at least max_body (%d)", p.BodyBytesInFlight, maxBody)
 	}
 	if _, err := p.ExemptPrefixes(); err != nil {
 		bad("per_address.exempt: %v", err)
@@ -383,7 +388,7 @@ func Default() Config {
 		RateLimit: RateLimit{PerSecond: 20, Burst: 40},
 		Limits: Limits{
 			PerAddress: PerAddressLimits{PerSecond: 100, Burst: 200, Tracked: 16384, Connections: 128,
-				Exempt: []string{"127.0.0.0/8", "::1"}},
+				BodyBytesInFlight: 4 << 20, Exempt: []string{"127.0.0.0/8", "::1"}},
 			Connections: 1024, BodyBytesInFlight: 16 << 20, BodyWait: 2 * time.Second, BodyTimeout: 10 * time.Second,
 			HeaderBytes: 64 << 10,
 		},

@@ -15,7 +15,7 @@ func TestLimitsDefaultsAndExample(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := def.Limits
-	if l.PerAddress.PerSecond <= 0 || l.PerAddress.Burst <= 0 || l.PerAddress.Tracked <= 0 || l.PerAddress.Connections <= 0 ||
+	if l.PerAddress.PerSecond <= 0 || l.PerAddress.Burst <= 0 || l.PerAddress.Tracked <= 0 || l.PerAddress.Connections <= 0 || l.PerAddress.BodyBytesInFlight < def.MaxBody ||
 		l.Connections <= 0 || l.BodyBytesInFlight < def.MaxBody || l.BodyTimeout <= 0 || l.HeaderBytes <= 0 {
 		t.Fatalf("a limit is off by default: %+v", l)
 	}
@@ -66,6 +66,7 @@ func TestLimitsRefused(t *testing.T) {
 		"bad exempt":         {"limits:\n  per_address:\n    exempt: [localhost]\n", "limits.per_address.exempt"},
 		"zoned exempt":       {"limits:\n  per_address:\n    exempt: [\"fe80::1%eth0\"]\n", "limits.per_address.exempt"},
 		"budget below body":  {"max_body: 2048\nlimits:\n  body_bytes_in_flight: 1024\n", "limits.body_bytes_in_flight"},
+		"address below body": {"max_body: 2048\nlimits:\n  per_address:\n    body_bytes_in_flight: 1024\n", "limits.per_address.body_bytes_in_flight"},
 		"negative conns":     {"limits:\n  connections: -1\n", "limits.connections"},
 		"negative timeout":   {"limits:\n  body_timeout: -1s\n", "limits.body_timeout"},
 		"tiny header":        {"limits:\n  header_bytes: 100\n", "limits.header_bytes"},
