@@ -94,6 +94,7 @@ type Result struct {
 	DecisionAnomalies                int // a decision, replay or contradiction answered otherwise than promised
 	SubmitAnomalies                  int // a submission answered neither 202 nor a refused retry (or not at all)
 	BadLines                         int // side-effect log lines that are no token of this run
+	IncompleteInputs                 int // handler runs that got no whole request on stdin (the gateway died first) and did nothing
 	AuditRecords                     string
 	AuditOK                          bool
 	// Problems describes the first few failures of each kind.
@@ -114,10 +115,10 @@ func (r *Result) Summary() string {
 	}
 	return fmt.Sprintf("crash %s: store=%s replicas=%d seed=%d cycles=%d kills=%d acknowledged=%d retried=%d executed=%d denied=%d 6005=%d ended=%d "+
 		"lost=%d stuck=%d doubles=%d unapproved=%d misanswered=%d retry_refused=%d approval_missing=%d decision_anomalies=%d submit_anomalies=%d "+
-		"replays=%d/%d contradictions=%d/%d effects=%d audit=%s elapsed=%s",
+		"replays=%d/%d contradictions=%d/%d effects=%d incomplete_inputs=%d audit=%s elapsed=%s",
 		verdict, r.Store, r.Replicas, r.Seed, r.Cycles, r.Kills, r.Acknowledged, r.Retried, r.Executed, r.Denied, r.Unknown6005, r.Ended,
 		r.Lost, r.Stuck, r.Doubles, r.Unapproved, r.Misanswered, r.RetryRefused, r.ApprovalMissing, r.DecisionAnomalies, r.SubmitAnomalies,
-		r.ReplaysSame, r.Replays, r.Conflicts, r.Contradictions, r.Effects, r.AuditRecords, r.Elapsed.Round(time.Second))
+		r.ReplaysSame, r.Replays, r.Conflicts, r.Contradictions, r.Effects, r.IncompleteInputs, r.AuditRecords, r.Elapsed.Round(time.Second))
 }
 
 const (
@@ -152,9 +153,11 @@ type Driver struct {
 	kid      string
 	token    string // the reviewer's API token
 	effects  string // the side-effect log
-	next     atomic.Uint64
-	kills    atomic.Int64
-	started  atomic.Int64
+	// incomplete counts the handler runs that got no whole request.
+	incomplete string
+	next       atomic.Uint64
+	kills      atomic.Int64
+	started    atomic.Int64
 
 	snapMu   sync.Mutex
 	snapshot map[string]aais.Request // pending approval requests by ARSIA message id
@@ -207,12 +210,19 @@ func New(o Options) (*Driver, error) {
 }
 
 // effectScript is the exec handler: it appends the call's token to the
-// side-effect log with one write to a file opened O_APPEND (">>"), and
+// side-effect log ($1) with one write to a file opened O_APPEND (">>"), and
 // answers a JSON object. The arguments arrive on stdin as one line of
-// compact JSON, {"token":"..."}.
+// compact JSON, {"token":"..."}. Like any real tool it does nothing with
+// input that is not a whole request: a gateway killed after starting it
+// but before writing its stdin leaves it an empty one (it notes that in
+// $2, so the run can say how often it happened).
 const effectScript = `IFS= read -r line
-tok=${line#*\"token\":\"}
-tok=${tok%%\"*}
+case $line in
+'{"token":"tok-'*'"}') ;;
+*) printf 'incomplete\n' >>"$2"; exit 4 ;;
+esac
+tok=${line#'{"token":"'}
+tok=${tok%'"}'}
 printf '%s\n' "$tok" >>"$1" || exit 3
 printf '{"done":"%s"}' "$tok"
 `
@@ -245,8 +255,11 @@ func (d *Driver) prepare() error {
 		return err
 	}
 	d.effects = filepath.Join(dir, "effects.log")
-	if err := os.WriteFile(d.effects, nil, 0o600); err != nil {
-		return err
+	d.incomplete = filepath.Join(dir, "incomplete.log")
+	for _, f := range []string{d.effects, d.incomplete} {
+		if err := os.WriteFile(f, nil, 0o600); err != nil {
+			return err
+		}
 	}
 	for i := range d.o.Replicas {
 		name := fmt.Sprintf("crash-gw-%d", i)
@@ -261,8 +274,8 @@ func (d *Driver) prepare() error {
 		}
 		fmt.Fprintf(&cfg, "trust:\n  jwks_files: [%s]\n", yamlString(jwksPath))
 		fmt.Fprintf(&cfg, "senders:\n  - agent: %s\n    capabilities: [%q]\n", senderAgent, capability)
-		fmt.Fprintf(&cfg, "handlers:\n  %s:\n    type: exec\n    command: [/bin/sh, %s, %s]\n    timeout: 20s\n",
-			capability, yamlString(script), yamlString(d.effects))
+		fmt.Fprintf(&cfg, "handlers:\n  %s:\n    type: exec\n    command: [/bin/sh, %s, %s, %s]\n    timeout: 20s\n",
+			capability, yamlString(script), yamlString(d.effects), yamlString(d.incomplete))
 		fmt.Fprintf(&cfg, "oversight:\n  ttl: %s\n", approvalTTL)
 		fmt.Fprintf(&cfg, "rate_limit:\n  per_second: 0\n")
 		fmt.Fprintf(&cfg, "reviewers:\n  - id: %s\n    display_name: Crash Test Reviewer\n    token_sha256: %s\n", reviewerID, tokenHash(d.token))
@@ -419,6 +432,9 @@ func (d *Driver) Run(ctx context.Context) (*Result, error) {
 		return nil, err
 	}
 	d.check(res, cycles, counts, bad)
+	if b, err := os.ReadFile(d.incomplete); err == nil {
+		res.IncompleteInputs = bytes.Count(b, []byte("\n"))
+	}
 	d.verifyAudit(ctx, res)
 	res.Elapsed = time.Since(start)
 	return res, nil
