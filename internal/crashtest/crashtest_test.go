@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"sync"
 	"testing"
@@ -120,4 +121,46 @@ func TestCrashSQLite(t *testing.T) {
 func TestCrashPostgresReplicas(t *testing.T) {
 	schema := pgtest.Schema(t)
 	runCrash(t, Options{Store: pgtest.SchemaDSN(t, schema), Replicas: 2})
+}
+
+// The checks themselves: each kind of violation a crash can cause is
+// counted as that kind, and an outcome the gateway may legitimately give
+// is not a violation.
+func TestCheckClassifies(t *testing.T) {
+	tok := func(n int) string { return "tok-" + strconv.Itoa(n) + "-0123456789abcdef" }
+	cycles := []*cycle{
+		{n: 0, token: tok(0), acked: true, found: true, exchangeID: "x0", outcome: "approved", final: 200},                 // ran once
+		{n: 1, token: tok(1), acked: true, found: true, exchangeID: "x1", outcome: "approved", final: 200},                 // ran twice
+		{n: 2, token: tok(2), acked: true, found: true, exchangeID: "x2", outcome: "denied", final: 403},                   // ran though denied
+		{n: 3, token: tok(3), acked: true, found: true, exchangeID: "x3", outcome: "approved"},                             // never answered
+		{n: 4, token: tok(4), acked: true, exchangeID: "x4"},                                                               // no approval, no answer
+		{n: 5, token: tok(5), acked: true, found: true, exchangeID: "x5", outcome: "approved", final: 500, finalASC: 6005}, // unknown, ran
+		{n: 6, token: tok(6), acked: true, found: true, exchangeID: "x6", outcome: "approved", final: 500, finalASC: 6005}, // unknown, did not run
+		{n: 7, token: tok(7), acked: true, found: true, exchangeID: "x7", outcome: "approved", final: 500, finalASC: 5004}, // wrong answer
+		{n: 8, token: tok(8), retried: true, refused: []string{retryRefusedPrefix + " 409: {}"}},                           // retry refused
+		{n: 9, token: tok(9), acked: true, found: true, exchangeID: "x9", outcome: "approved", final: 200},                 // answered 200, did not run
+		{n: 10, token: tok(10), acked: true, found: true, exchangeID: "x10", outcome: "denied", final: 200},                // denied, answered 200
+		{n: 11, token: tok(11), acked: true, found: true, exchangeID: "x11", outcome: "denied", final: 403},                // denied properly
+	}
+	counts := map[string]int{tok(0): 1, tok(1): 2, tok(2): 1, tok(5): 1}
+	d := &Driver{}
+	res := &Result{AuditOK: true}
+	d.check(res, cycles, counts, []string{"garbage"})
+	want := Result{AuditOK: true, Acknowledged: 11, Retried: 1, Approved: 7, Denied: 3, Effects: 5,
+		Executed: 1, Doubles: 1, Unapproved: 1, Lost: 3, Stuck: 1, Unknown6005: 2, Misanswered: 2, RetryRefused: 1, ApprovalMissing: 1, BadLines: 1}
+	if len(res.Problems) == 0 {
+		t.Error("violations found without a word on them")
+	}
+	res.Problems = nil
+	if !reflect.DeepEqual(*res, want) {
+		t.Errorf("check counted\n%+v\nwant\n%+v", *res, want)
+	}
+	if !res.Failed() {
+		t.Error("a run with violations does not fail")
+	}
+	clean := &Result{AuditOK: true}
+	d.check(clean, cycles[:1], map[string]int{tok(0): 1}, nil)
+	if clean.Failed() || clean.Executed != 1 {
+		t.Errorf("one clean cycle: %s", clean.Summary())
+	}
 }
