@@ -52,9 +52,9 @@ func (ln *limitListener) Accept() (net.Conn, error) {
 			}
 			ln.mu.Unlock()
 			if over {
+				ln.l.Refuse(ReasonConnections, key)
 				_ = c.Close()
 				ln.give()
-				ln.l.Refuse(ReasonConnections, key)
 				continue
 			}
 		} else {

@@ -321,6 +321,9 @@ func TestLimitsListenerCapsConnections(t *testing.T) {
 	if code, err := readStatus(t, second, 2*time.Second); err == nil {
 		t.Fatalf("a second connection from one address was served (%d), cap 1", code)
 	}
+	for deadline := time.Now().Add(2 * time.Second); per.refusedCount(ReasonConnections) == 0 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
 	if per.refusedCount(ReasonConnections) != 1 {
 		t.Fatalf("connections refused: %d", per.refusedCount(ReasonConnections))
 	}
