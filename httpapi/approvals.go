@@ -456,11 +456,21 @@ func readJSON(w http.ResponseWriter, r *http.Request, max int64, what string) (b
 		return nil, false
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
-	if err != nil {
+	var mbe *http.MaxBytesError
+	switch {
+	case err == nil:
+		return body, true
+	case errors.As(err, &mbe):
 		problem(w, asc.InvalidRequest, http.StatusRequestEntityTooLarge, fmt.Sprintf("The body is larger than %d bytes.", max))
-		return nil, false
+	case isTimeout(err):
+		// A body that stalls is late, not large.
+		w.Header().Set("Connection", "close")
+		problem(w, asc.Timeout, http.StatusRequestTimeout, "The body did not arrive in time.")
+	default:
+		w.Header().Set("Connection", "close")
+		problem(w, asc.InvalidRequest, http.StatusBadRequest, "The body could not be read.")
 	}
-	return body, true
+	return nil, false
 }
 
 // problem answers an RFC 9457 problem document carrying an ASC status.
