@@ -374,11 +374,7 @@ func (d *Driver) Run(ctx context.Context) (*Result, error) {
 
 	cycles := make([]*cycle, d.o.Cycles)
 	for i := range cycles {
-		c, err := d.newCycle(i)
-		if err != nil {
-			return nil, err
-		}
-		cycles[i] = c
+		cycles[i] = d.newCycle(i)
 	}
 
 	runCtx, stopRun := context.WithCancel(ctx)
@@ -391,6 +387,19 @@ func (d *Driver) Run(ctx context.Context) (*Result, error) {
 			stopRun() // the cycles cannot go on without the gateway
 		}
 		killErr <- err
+	}()
+	go func() {
+		t := time.NewTicker(30 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-runCtx.Done():
+				return
+			case <-t.C:
+				d.progress("%d of %d cycles started after %s, %d kills", d.started.Load(), d.o.Cycles,
+					time.Since(start).Round(time.Second), d.kills.Load())
+			}
+		}
 	}()
 	var wg sync.WaitGroup
 	var nextCycle atomic.Int64
@@ -440,7 +449,10 @@ func (d *Driver) Run(ctx context.Context) (*Result, error) {
 	return res, nil
 }
 
-func (d *Driver) newCycle(n int) (*cycle, error) {
+// newCycle draws cycle n's plan from the seed: its token, its decision,
+// whether it replays and contradicts it, whether it sends an
+// Idempotency-Key.
+func (d *Driver) newCycle(n int) *cycle {
 	r := rand.New(rand.NewPCG(d.o.Seed, uint64(n)))
 	c := &cycle{n: n, token: fmt.Sprintf("tok-%d-%016x", n, r.Uint64())}
 	c.deny = r.IntN(5) == 0
@@ -450,25 +462,29 @@ func (d *Driver) newCycle(n int) (*cycle, error) {
 		c.idemKey = fmt.Sprintf("idem-%d-%016x", n, r.Uint64())
 	}
 	c.decisionID = fmt.Sprintf("dec_%032x", r.Uint64())
+	return c
+}
+
+// sign builds and signs the cycle's request when it starts (its ts must be
+// fresh); every retry sends these bytes again.
+func (d *Driver) sign(c *cycle) error {
 	e, err := arsia.NewRequest(senderAgent, gatewayAgent, []string{capability}, "com.crash/effect",
-		map[string]any{"token": c.token}, arsia.BuildOptions{Now: time.Now(), TTL: 2 * time.Hour,
+		map[string]any{"token": c.token}, arsia.BuildOptions{Now: time.Now(), TTL: time.Hour,
 			Compliance: map[string]any{"profile": "EU-AI-ACT-HIGH-RISK"}})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	env, err := e.Map()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	signed, err := sig.Sign(env, d.signer, d.kid)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	c.messageID, _ = signed["id"].(string)
-	if c.body, err = json.Marshal(signed); err != nil {
-		return nil, err
-	}
-	return c, nil
+	c.body, err = json.Marshal(signed)
+	return err
 }
 
 // pick returns the base URL of a running replica, alternating between
@@ -548,6 +564,10 @@ func sleep(ctx context.Context, d time.Duration) {
 // run is one cycle: submit, find the approval, decide (replay,
 // contradict), wait for the final answer.
 func (d *Driver) run(ctx context.Context, c *cycle) {
+	if err := d.sign(c); err != nil {
+		c.refused = append(c.refused, "signing: "+err.Error())
+		return
+	}
 	hdr := map[string]string{"Content-Type": "application/arsia+json; v=1"}
 	if c.idemKey != "" {
 		hdr["Idempotency-Key"] = c.idemKey
