@@ -6,6 +6,7 @@ import (
 	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
@@ -112,6 +113,7 @@ type fuzzAPIWorker struct {
 	xs        *countingExchanges
 	signer    sig.Signer
 	current   atomic.Pointer[http.Handler]
+	panicked  atomic.Pointer[string]
 	srv       *httptest.Server
 }
 
@@ -183,6 +185,13 @@ func newFuzzAPIWorker(tb testing.TB) *fuzzAPIWorker {
 		tb.Fatal(err)
 	}
 	w.srv = httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		// net/http would swallow a panic: keep it for the iteration.
+		defer func() {
+			if p := recover(); p != nil {
+				s := fmt.Sprint(p)
+				w.panicked.Store(&s)
+			}
+		}()
 		(*w.current.Load()).ServeHTTP(rw, r)
 	}))
 	tb.Cleanup(w.srv.Close)
@@ -524,8 +533,20 @@ func FuzzReviewerAPI(f *testing.F) {
 // websocketCase dials the approvals WebSocket, sends body as one text
 // frame and reads until its answer: a receipt, or a problem document.
 func (w *fuzzAPIWorker) websocketCase(t *testing.T, st *fuzzAPIState, u *url.URL, hdr http.Header, body []byte, before apiSnapshot) {
+	for _, vs := range hdr {
+		for _, v := range vs {
+			if strings.ContainsFunc(v, func(r rune) bool { return r < 0x20 && r != '\t' || r == 0x7f }) {
+				return // a client cannot send it
+			}
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
+	defer func() {
+		if p := w.panicked.Swap(nil); p != nil {
+			t.Fatalf("WebSocket %s: the handler panicked: %v", u, *p)
+		}
+	}()
 	c, resp, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(w.srv.URL, "http")+u.RequestURI(), &websocket.DialOptions{HTTPHeader: hdr})
 	if err != nil {
 		if resp == nil {
