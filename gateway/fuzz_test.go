@@ -10,9 +10,11 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode"
 
 	"github.com/go-jose/go-jose/v4"
 
@@ -269,9 +271,19 @@ func FuzzReceive(f *testing.F) {
 		if reply["to"] != fuzzSender || reply["from"] != fuzzGateway {
 			t.Fatalf("reply from %v to %v\n%s", reply["from"], reply["to"], rep.Envelope)
 		}
+		payload, _ := reply["payload"].(map[string]any)
+		rerr, _ := payload["error"].(map[string]any)
+		if desc, ok := rerr["description"].(string); ok {
+			// The gateway signs this text: what it quotes of the request
+			// (a validated capability, say) is bounded and escaped
+			// (issue 13 §2).
+			if len(desc) > 1024 || strings.ContainsFunc(desc, func(r rune) bool {
+				return unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || r == '\u2028' || r == '\u2029'
+			}) {
+				t.Fatalf("signed description of %d bytes: %q", len(desc), desc)
+			}
+		}
 		if rep.Status >= 400 {
-			payload, _ := reply["payload"].(map[string]any)
-			rerr, _ := payload["error"].(map[string]any)
 			if code, _ := rerr["code"].(string); rep.Status == 501 && code != "not_implemented" {
 				t.Fatalf("501 with error code %q\n%s", code, rep.Envelope)
 			}
