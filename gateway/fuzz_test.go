@@ -190,12 +190,7 @@ func fuzzEnvelope(profile, capability string, args []byte, tsOff, expOff int32, 
 	if v, err := jcs.Decode(extra); err == nil {
 		if m, ok := v.(map[string]any); ok {
 			for k, v := range m {
-				// The id stays the generated UUID: today a signed request
-				// whose id is not a UUID gets an unsigned 400 (the reply
-				// builder refuses it as correlation_id and run.go's
-				// errorReply falls back to a problem), reported against
-				// issue 13 §2; let extra set the id once that is fixed.
-				if k != "from" && k != "security" && k != "id" {
+				if k != "from" && k != "security" {
 					env[k] = v
 				}
 			}

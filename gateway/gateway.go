@@ -311,9 +311,9 @@ func (g *Gateway) receive(ctx context.Context, in Inbound, who *requestInfo) Rep
 	from, _ := env["from"].(string)
 	msgID, _ := env["id"].(string)
 	*who = requestInfo{from: logText(from), msgID: logText(msgID), trace: traceOf(ctx)}
-	if !arsia.ValidAgentID(from) || msgID == "" {
+	if !arsia.ValidAgentID(from) {
 		g.metrics.inc("custos_unauthenticated_total", "malformed")
-		return Reply{Status: 400, Problem: asc.Errorf(asc.InvalidRequest, asc.ScopeTask, "The envelope names no valid sender or message id.")}
+		return Reply{Status: 400, Problem: asc.Errorf(asc.InvalidRequest, asc.ScopeTask, "The envelope names no valid sender.")}
 	}
 
 	// 2 identity: until the signature verifies, the request is nobody's.
@@ -326,6 +326,10 @@ func (g *Gateway) receive(ctx context.Context, in Inbound, who *requestInfo) Rep
 	}
 	env = v.Envelope
 	who.verified = true
+	if msgID == "" {
+		return g.errorReply(ctx, from, msgID, &arsia.Error{Code: arsia.CodeInvalidRequest, Description: "The message has no id.",
+			Details: map[string]any{"field": "/id"}}, now)
+	}
 	// Limited per verified sender: a forged "from" cannot use up another
 	// agent's allowance. A refusal is counted, not audited.
 	ok, wait, err := g.limiter.Allow(ctx, from, now)

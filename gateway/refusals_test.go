@@ -201,3 +201,22 @@ func TestSignedReplyWithRequiredDetails(t *testing.T) {
 		r.verified(t, rep.Envelope)
 	}
 }
+
+// A signed request whose id is not a UUID (so that no reply may correlate
+// to it) is still answered signed, correlated to an id derived from it.
+func TestSignedReplyToAMalformedID(t *testing.T) {
+	r := newPipeRig(t)
+	body, _ := r.build(t, req{})
+	for _, id := range []any{"x", "\u202e<script>", strings.Repeat("9", 300), "", map[string]any{}} {
+		b := r.mutate(t, body, true, func(m map[string]any) { m["id"] = id })
+		rep := r.g.Receive(t.Context(), Inbound{Body: b})
+		if rep.Status != 400 || rep.Envelope == nil {
+			t.Fatalf("id %q: %d %v, want a signed 400", id, rep.Status, rep.Problem)
+		}
+		m := r.verified(t, rep.Envelope)
+		s, _ := id.(string)
+		if m["correlation_id"] != correlationOf(s) || get(m, "payload", "error", "details", "correlation_id_derived_from") != "/id" {
+			t.Fatalf("id %q: %s", id, rep.Envelope)
+		}
+	}
+}

@@ -2,8 +2,11 @@ package gateway
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/custos-runtime/custos/arsia"
@@ -117,5 +120,23 @@ func (g *Gateway) signError(ctx context.Context, to, correlationID string, e *ar
 			e.Details["reason"] = e.Code
 		}
 	}
+	// Nor is a message id that is no UUID: the error correlates to one
+	// derived from it (correlationOf), and says so.
+	if !arsia.ValidMessageID(strings.ToLower(correlationID)) {
+		correlationID = correlationOf(correlationID)
+		e.Details["correlation_id_derived_from"] = "/id"
+	}
 	return g.sign(arsia.NewError(g.o.Agent, to, correlationID, e, g.build(ctx, now)))
+}
+
+// correlationOf is the correlation id of an error answering a message
+// whose id is not a UUID v4 (ARSIA correlation ids must be): the first 16
+// bytes of the SHA-256 of the id, formatted as a UUID v4 (version and
+// variant bits set), so that the sender can compute it too.
+func correlationOf(id string) string {
+	h := sha256.Sum256([]byte(id))
+	h[6] = h[6]&0x0f | 0x40
+	h[8] = h[8]&0x3f | 0x80
+	x := hex.EncodeToString(h[:16])
+	return x[:8] + "-" + x[8:12] + "-" + x[12:16] + "-" + x[16:20] + "-" + x[20:32]
 }
