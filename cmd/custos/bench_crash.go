@@ -82,6 +82,7 @@ See docs/reliability.md.`,
 			for _, p := range res.Problems {
 				fmt.Fprintln(out, "  "+p)
 			}
+			fmt.Fprintln(out, "custos audit verify: "+res.AuditOutput)
 			fmt.Fprintln(out, res.Summary())
 			if res.Failed() || res.Kills < o.Kills {
 				return fmt.Errorf("violations found (%d of %d kills done); the files are in %s; replay with --seed %d", res.Kills, o.Kills, dir, res.Seed)

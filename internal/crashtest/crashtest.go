@@ -97,6 +97,7 @@ type Result struct {
 	IncompleteInputs                 int // handler runs that got no whole request on stdin (the gateway died first) and did nothing
 	AuditRecords                     string
 	AuditOK                          bool
+	AuditOutput                      string // what custos audit verify printed
 	// Problems describes the first few failures of each kind.
 	Problems []string
 }
@@ -1049,6 +1050,7 @@ func (d *Driver) verifyAudit(ctx context.Context, res *Result) {
 		log = d.o.Store
 	}
 	out, err := runBinary(ctx, d.o.Binary, 5*time.Minute, "audit", "verify", "--log", log)
+	res.AuditOutput = strings.TrimSpace(out)
 	if m := recordsRE.FindStringSubmatch(out); m != nil {
 		res.AuditRecords = m[1] + "-records"
 	}

@@ -96,6 +96,7 @@ func runCrash(t *testing.T, o Options) {
 		t.Fatalf("the run could not be carried out (seed %d; files in %s): %v", d.o.Seed, o.Dir, err)
 	}
 	t.Log(res.Summary())
+	t.Log("custos audit verify: " + res.AuditOutput)
 	for _, p := range res.Problems {
 		t.Log(p)
 	}
