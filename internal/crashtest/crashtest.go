@@ -28,6 +28,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -98,6 +99,7 @@ type Result struct {
 	AuditRecords                     string
 	AuditOK                          bool
 	AuditOutput                      string // what custos audit verify printed
+	AuditRepeats                     int    // approval records verify reports as repeats of an earlier one (allowed: marked)
 	// Problems describes the first few failures of each kind.
 	Problems []string
 }
@@ -116,10 +118,10 @@ func (r *Result) Summary() string {
 	}
 	return fmt.Sprintf("crash %s: store=%s replicas=%d seed=%d cycles=%d kills=%d acknowledged=%d retried=%d executed=%d denied=%d 6005=%d ended=%d "+
 		"lost=%d stuck=%d doubles=%d unapproved=%d misanswered=%d retry_refused=%d approval_missing=%d decision_anomalies=%d submit_anomalies=%d "+
-		"replays=%d/%d contradictions=%d/%d effects=%d incomplete_inputs=%d audit=%s elapsed=%s",
+		"replays=%d/%d contradictions=%d/%d effects=%d incomplete_inputs=%d audit=%s audit_repeats=%d elapsed=%s",
 		verdict, r.Store, r.Replicas, r.Seed, r.Cycles, r.Kills, r.Acknowledged, r.Retried, r.Executed, r.Denied, r.Unknown6005, r.Ended,
 		r.Lost, r.Stuck, r.Doubles, r.Unapproved, r.Misanswered, r.RetryRefused, r.ApprovalMissing, r.DecisionAnomalies, r.SubmitAnomalies,
-		r.ReplaysSame, r.Replays, r.Conflicts, r.Contradictions, r.Effects, r.IncompleteInputs, r.AuditRecords, r.Elapsed.Round(time.Second))
+		r.ReplaysSame, r.Replays, r.Conflicts, r.Contradictions, r.Effects, r.IncompleteInputs, r.AuditRecords, r.AuditRepeats, r.Elapsed.Round(time.Second))
 }
 
 const (
@@ -1041,7 +1043,10 @@ func (d *Driver) check(res *Result, cycles []*cycle, counts map[string]int, bad 
 	sort.Strings(res.Problems)
 }
 
-var recordsRE = regexp.MustCompile(`(\d+) records`)
+var (
+	recordsRE = regexp.MustCompile(`(\d+) records`)
+	repeatsRE = regexp.MustCompile(`(\d+) approval records repeat`)
+)
 
 // verifyAudit runs `custos audit verify` on the run's audit log.
 func (d *Driver) verifyAudit(ctx context.Context, res *Result) {
@@ -1051,6 +1056,9 @@ func (d *Driver) verifyAudit(ctx context.Context, res *Result) {
 	}
 	out, err := runBinary(ctx, d.o.Binary, 5*time.Minute, "audit", "verify", "--log", log)
 	res.AuditOutput = strings.TrimSpace(out)
+	if m := repeatsRE.FindStringSubmatch(out); m != nil {
+		res.AuditRepeats, _ = strconv.Atoi(m[1])
+	}
 	if m := recordsRE.FindStringSubmatch(out); m != nil {
 		res.AuditRecords = m[1] + "-records"
 	}
