@@ -365,3 +365,54 @@ func waitState(t *testing.T, r *pipeRig, msgID string, want exchange.State, id .
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// barrierExchanges holds every move from pending_approval to approved until
+// two have arrived (or a second passed): two replicas acting on one
+// resolution at the same moment.
+type barrierExchanges struct {
+	exchange.Backend
+	arrived atomic.Int32
+	both    chan struct{}
+}
+
+func (b *barrierExchanges) Apply(ctx context.Context, id string, from, to exchange.State, c exchange.Change) (exchange.Exchange, bool, error) {
+	if from == exchange.PendingApproval && to == exchange.Approved {
+		if b.arrived.Add(1) == 2 {
+			close(b.both)
+		}
+		select {
+		case <-b.both:
+		case <-time.After(time.Second):
+		}
+	}
+	return b.Backend.Apply(ctx, id, from, to, c)
+}
+
+// Two replicas that learn of one approval at once record it once, and run
+// the call once.
+func TestReplicasRecordAnApprovalOnce(t *testing.T) {
+	bar := &barrierExchanges{both: make(chan struct{})}
+	r := newPipeRig(t, func(o *Options, _ *pipeRig) { bar.Backend = o.Exchanges; o.Exchanges = bar })
+	rep, id := r.pending(t, req{})
+	r.decide(t, rep.ExchangeID, aais.Approve, "")
+	other, err := New(r.g.o) // a second replica on the same stores
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, 2)
+	for _, g := range []*Gateway{r.g, other} {
+		go func() { errs <- g.resumeOne(t.Context(), rep.ExchangeID) }()
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitState(t, r, id, exchange.Done)
+	if n := len(r.recordsOf(t, audit.KindApproval, id)); n != 1 {
+		t.Fatalf("%d approval records, want 1", n)
+	}
+	if n := r.echo.n.Load(); n != 1 {
+		t.Fatalf("ran %d times", n)
+	}
+}

@@ -268,10 +268,10 @@ func (g *Gateway) resumeOne(ctx context.Context, id string) error {
 	xctx := withTrace(ctx, ref.TraceID)
 	receipt := st.Resolution.Event
 	if x.State == exchange.PendingApproval {
-		if err := g.auditEdits(xctx, call, ref.Profile, edits); err != nil {
-			return err
-		}
 		if receipt.Resolution.Outcome != aais.OutcomeApproved {
+			if err := g.auditEdits(xctx, call, ref.Profile, edits); err != nil {
+				return err
+			}
 			g.refuse(xctx, x, call, ref.Profile, receipt)
 			return nil
 		}
@@ -279,19 +279,29 @@ func (g *Gateway) resumeOne(ctx context.Context, id string) error {
 		if err != nil {
 			return err
 		}
-		// Recorded before the exchange moves on: if the audit write
-		// fails, the exchange stays pending and the next round tries
-		// again; nothing runs with its approval unrecorded. (A crash
-		// between the two writes records the approval twice.)
-		if err := g.auditApproval(xctx, call, ref.Profile, req.ID, receipt); err != nil {
-			return err
-		}
+		// The exchange moves first: of the replicas that learn of the
+		// approval at once, the one whose compare-and-set wins records
+		// it, below, and the others do nothing.
 		if _, ok, err := g.o.Exchanges.Apply(xctx, x.ID, exchange.PendingApproval, exchange.Approved,
 			exchange.Change{Decision: decision, Deliveries: g.deliveries(x.Sender, decision)}); err != nil {
 			return err
 		} else if !ok {
 			return nil // another process got there first
 		}
+	}
+	// Recorded before the call is claimed, by whoever claims it: the
+	// process that approved it, or the one that resumes it after that one
+	// stopped in between. If the write fails, the exchange stays approved
+	// and the next round tries again: nothing runs with its approval
+	// unrecorded. A repeat (a crash between this write and the claim, or
+	// a scan that found the exchange approved a moment before its
+	// approver claimed it) carries the same approval and resolution ids,
+	// and custos audit verify counts it as such.
+	if err := g.auditEdits(xctx, call, ref.Profile, edits); err != nil {
+		return err
+	}
+	if err := g.auditApproval(xctx, call, ref.Profile, req.ID, receipt); err != nil {
+		return err
 	}
 	h, ok := g.o.Handlers[call.Capability]
 	if !ok {
