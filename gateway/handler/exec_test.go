@@ -61,6 +61,20 @@ func helper(mode string) int {
 		time.Sleep(time.Hour)
 	case "sleep-child":
 		time.Sleep(time.Hour)
+	case "answer-then-linger", "linger":
+		// Answers (or not), then exits 0 leaving a child that holds
+		// stdout open past the handler's wait delay.
+		_, _ = io.ReadAll(os.Stdin)
+		if mode == "answer-then-linger" {
+			fmt.Println(`{"ok":true}`)
+		}
+		self, _ := os.Executable()
+		child := exec.Command(self)
+		child.Env = []string{helperModeEnv + "=linger-child"}
+		child.Stdout = os.Stdout
+		_ = child.Start()
+	case "linger-child":
+		time.Sleep(4 * time.Second)
 	case "effect-then-hang":
 		// Acts (writes a file in its working directory), then never
 		// answers: the caller cannot tell this from a program that hung
@@ -180,6 +194,19 @@ func TestExecStale(t *testing.T) {
 	if _, err := handler.Dispatch(context.Background(), same, execCall, digest); err != nil {
 		t.Errorf("env change: %v", err)
 	}
+}
+
+// A program that exited 0 with its whole answer keeps it, even when
+// something it left behind holds stdout open past the wait delay (or the
+// gateway stalled while reading it); without an answer that is still a
+// failure that may have acted.
+func TestExecAnswerThenLinger(t *testing.T) {
+	res, err := newExec(t, "answer-then-linger", nil).Execute(context.Background(), execCall)
+	if err != nil || string(res.Data) != `{"ok":true}` {
+		t.Fatalf("result %s, err %v", res.Data, err)
+	}
+	_, err = newExec(t, "linger", nil).Execute(context.Background(), execCall)
+	wantStatus(t, err, asc.ToolExecutionFailed, asc.SideEffectPossible)
 }
 
 func TestExecNonZeroExit(t *testing.T) {
