@@ -90,6 +90,9 @@ func (g *Gateway) execute(ctx context.Context, x exchange.Exchange, h handler.Ha
 			rec.Details["stale"] = true
 		}
 		e := arsia.FromASC(ae)
+		// The sender gets the table's words; the operator the handler's.
+		g.log(ctx).WarnContext(ctx, "the handler failed", "exchange", x.ID, "capability", call.Capability,
+			"asc_code", int(ae.Status.Code), "err", logText(runErr.Error()))
 		reply, err = g.signError(ctx, call.From, call.MessageID, e, now)
 		status = e.HTTPStatus()
 	} else {
