@@ -99,7 +99,8 @@ type Report struct {
 	// RepeatedApprovals counts approval records that repeat an earlier one
 	// of the same approval request and resolution: written again by a
 	// gateway that stopped between recording an approval and acting on it,
-	// one approval recorded twice, not a second approval.
+	// or a refusal recorded by each replica that learnt of it at once; one
+	// resolution recorded twice, not a second one.
 	RepeatedApprovals int `json:"repeated_approvals,omitempty"`
 	// Problem is the first problem found; nil when the chain verifies.
 	Problem *Problem `json:"problem,omitempty"`

@@ -416,3 +416,26 @@ func TestReplicasRecordAnApprovalOnce(t *testing.T) {
 		t.Fatalf("ran %d times", n)
 	}
 }
+
+// An exchange approved by another process is left to it while it records
+// and claims the call; approved for longer, its approver stopped in
+// between, and the exchange is taken over: recorded, then run, once.
+func TestApprovedByAStoppedReplicaIsTakenOver(t *testing.T) {
+	r := newPipeRig(t)
+	rep, id := r.pending(t, req{})
+	r.decide(t, rep.ExchangeID, aais.Approve, "")
+	dec := json.RawMessage(`{"intent":"approval_decision"}`)
+	if _, ok, err := r.xs.Apply(t.Context(), rep.ExchangeID, exchange.PendingApproval, exchange.Approved, exchange.Change{Decision: dec}); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	step(t, r.g.resume)
+	if n := len(r.recordsOf(t, audit.KindApproval, id)); n != 0 || r.echo.n.Load() != 0 {
+		t.Fatalf("took over a fresh approval: %d records, ran %d", n, r.echo.n.Load())
+	}
+	r.clk.Advance(ReconcileAfter + time.Second)
+	step(t, r.g.resume)
+	waitState(t, r, id, exchange.Done)
+	if n := len(r.recordsOf(t, audit.KindApproval, id)); n != 1 || r.echo.n.Load() != 1 {
+		t.Fatalf("after the takeover: %d approval records, ran %d", n, r.echo.n.Load())
+	}
+}

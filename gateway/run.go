@@ -270,6 +270,13 @@ func (g *Gateway) resumeOne(ctx context.Context, id string) error {
 		IdempotencyKey: ref.IdempotencyKey}
 	xctx := withTrace(ctx, ref.TraceID)
 	receipt := st.Resolution.Event
+	if x.State == exchange.Approved && g.o.Now().Sub(x.UpdatedAt) < ReconcileAfter {
+		// Approved a moment ago, by a process that is recording and
+		// claiming it now (another replica that learnt of the approval at
+		// the same time): left to it. Older, its approver stopped before
+		// claiming it, and this one takes over.
+		return nil
+	}
 	if x.State == exchange.PendingApproval {
 		if receipt.Resolution.Outcome != aais.OutcomeApproved {
 			if err := g.auditEdits(xctx, call, ref.Profile, edits); err != nil {
@@ -295,11 +302,10 @@ func (g *Gateway) resumeOne(ctx context.Context, id string) error {
 	// Recorded before the call is claimed, by whoever claims it: the
 	// process that approved it, or the one that resumes it after that one
 	// stopped in between. If the write fails, the exchange stays approved
-	// and the next round tries again: nothing runs with its approval
-	// unrecorded. A repeat (a crash between this write and the claim, or
-	// a scan that found the exchange approved a moment before its
-	// approver claimed it) carries the same approval and resolution ids,
-	// and custos audit verify counts it as such.
+	// and a later round tries again: nothing runs with its approval
+	// unrecorded. A repeat (a crash between this write and the claim)
+	// carries the same approval and resolution ids, and custos audit
+	// verify counts it as such.
 	if err := g.auditEdits(xctx, call, ref.Profile, edits); err != nil {
 		return err
 	}

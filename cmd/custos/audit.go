@@ -316,7 +316,7 @@ func verifySummary(what string, rep audit.Report, opts audit.VerifyOptions) stri
 		s += fmt.Sprintf(" (the link of record %d to earlier records is taken as given)", rep.FirstSeq)
 	}
 	if n := rep.RepeatedApprovals; n > 0 {
-		s += fmt.Sprintf("; %d %s an earlier one (same approval and resolution, written again after a restart)",
+		s += fmt.Sprintf("; %d %s an earlier one (same approval and resolution, written again after a restart or by another replica)",
 			n, plural(n, "approval record repeats", "approval records repeat"))
 	}
 	return s
