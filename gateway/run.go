@@ -442,9 +442,6 @@ const recordTimeout = 30 * time.Second
 // Exchanges left in received are moved on first (with instance "", all of
 // them; replicas leave them to the periodic scan, see ReconcileAfter).
 func (g *Gateway) Recover(ctx context.Context, instance string) (int, error) {
-	// Requests left in received are moved on (reconcile): all of them when
-	// this process is the only gateway on its store; with replicas, the
-	// periodic scan takes those older than ReconcileAfter.
 	if instance == "" {
 		if _, err := g.reconcile(ctx, true); err != nil {
 			return 0, err
