@@ -64,8 +64,9 @@ if [ "$mode" = full ]; then
 	check "liveness 'answered', crashes<=2, fair" pass "-DNOMONITOR -DMAXCRASH=2" "-DNFAIR=3" "-a -f -N answered"
 	check "ltl 'decided', crashes<=2"           pass "-DNOMONITOR -DMAXCRASH=2" "-DNFAIR=3" "-a -N decided"
 	check "ltl 'once', crashes<=2"              pass "-DNOMONITOR -DMAXCRASH=2" "-DNFAIR=3" "-a -N once"
-	check "separate deciders, crashes<=1"       pass "-DSEPARATE -DMAXCRASH=1" "$safety" ""
+	check "separate deciders, crashes<=1"       pass "-DSEPARATE -DMAXCRASH=1" "$safety -DMEMLIM=4096" "-w26"
 	check "no rules, crashes<=2"                pass "-DNORULES -DMAXCRASH=2" "$safety" ""
+	check "audit first, crashes<=2"             pass "-DAUDIT_FIRST -DMAXCRASH=2" "$safety" ""
 	# Findings (README.md): with failed writes the design leaves orphans.
 	check "write failures: stuck executing"     fail "-DWRITE_FAILURES -DMAXCRASH=1" "$safety" ""
 	check "write failures + sweep: abandon race" fail "-DWRITE_FAILURES -DSWEEP -DMAXCRASH=1" "$safety" ""

@@ -27,6 +27,10 @@
  *   SWEEP           with WRITE_FAILURES: the reconciler also ends this
  *                   instance's own `executing` claims that no live thread
  *                   of it is running (a proposal, not the lead's design).
+ *   AUDIT_FIRST     the resumer records the approval before it moves
+ *                   the exchange to approved (the code before commit
+ *                   5bba3f7, and OLD_DESIGN); by default it moves the
+ *                   exchange first and the claimer records it.
  *   NORULES         no remembered rule approving at submission.
  *   SEPARATE        two reviewers and the deadline as three racing
  *                   processes instead of one (see Resolver).
@@ -35,6 +39,10 @@
  *   MAXCRASH=n      crash budget (default 2); MAXWF=n write failures
  *                   (default 1).
  */
+
+#ifdef OLD_DESIGN
+#define AUDIT_FIRST
+#endif
 
 #ifndef MAXCRASH
 #define MAXCRASH 2
@@ -179,10 +187,11 @@ byte runEpoch;		/* ... in this incarnation of g */
 	audApr = apr
 #define AUDIT_APPROVAL	WW(AUDIT_APPROVAL_BODY)
 
-/* The handler runs: (a) at most once, (b) only approved, and only by the
- * claimer while its claim stands. */
+/* The handler runs: (a) at most once, (b) only approved, with its
+ * approval recorded, and only by the claimer while its claim stands. */
 #define EFFECT \
 	W(assert(apr == A_APPROVED); \
+	  assert(audApr == A_APPROVED); \
 	  assert(xst == X_EXECUTING && owner == g); \
 	  assert(effects == 0); \
 	  effects++)
@@ -252,20 +261,29 @@ sweep:
 resume:
 	if
 	:: s == X_PENDING && a == A_APPROVED ->
+#ifdef AUDIT_FIRST
 		AUDIT_APPROVAL;
+#endif
+		/* the exchange moves first (with the decision): of the
+		 * resumers that learn of the approval, the winner goes on */
 		CAS(X_PENDING, X_APPROVED, skip);
 		if
 		:: ok
 		:: else -> goto next	/* another process got there first */
 		fi
 	:: s == X_PENDING && (a == A_DENIED || a == A_EXPIRED) ->
-		/* refuse */
+		/* refuse: audit, then the refusal */
 		AUDIT_APPROVAL;
 		CAS(X_PENDING, X_FAILED, xreply = R_REFUSED);
 		goto next
 	:: s == X_APPROVED
 	:: else -> goto next
 	fi;
+#ifndef AUDIT_FIRST
+	/* approved: the approval is recorded by whoever claims the call,
+	 * before the claim (a repeat if it stopped in between) */
+	AUDIT_APPROVAL;
+#endif
 	CLAIM(X_APPROVED);
 	if
 	:: ok
