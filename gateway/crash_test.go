@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/custos-runtime/custos/aais"
+	"github.com/custos-runtime/custos/arsia"
 	"github.com/custos-runtime/custos/audit"
 	"github.com/custos-runtime/custos/gateway/exchange"
 	"github.com/custos-runtime/custos/gateway/exchange/pgexchange"
@@ -437,5 +438,101 @@ func TestApprovedByAStoppedReplicaIsTakenOver(t *testing.T) {
 	waitState(t, r, id, exchange.Done)
 	if n := len(r.recordsOf(t, audit.KindApproval, id)); n != 1 || r.echo.n.Load() != 1 {
 		t.Fatalf("after the takeover: %d approval records, ran %d", n, r.echo.n.Load())
+	}
+}
+
+// failFinal fails the first write that records a call's result, as a disk
+// that fails once (not a crash: the process goes on).
+type failFinal struct {
+	exchange.Backend
+	fails atomic.Int32
+}
+
+func (f *failFinal) Apply(ctx context.Context, id string, from, to exchange.State, c exchange.Change) (exchange.Exchange, bool, error) {
+	if from == exchange.Executing && f.fails.Add(-1) >= 0 {
+		return exchange.Exchange{}, false, errors.New("disk I/O error (injected)")
+	}
+	return f.Backend.Apply(ctx, id, from, to, c)
+}
+
+// A claim whose result could not be recorded does not stay executing until
+// a restart: the live process ends it with 6005, and the sender's retry
+// gets that.
+func TestUnrecordedResultIsEndedByTheLiveProcess(t *testing.T) {
+	f := &failFinal{}
+	f.fails.Store(1)
+	r := newPipeRig(t, func(o *Options, _ *pipeRig) { f.Backend = o.Exchanges; o.Exchanges = f })
+	body, id := r.build(t, req{})
+	if rep := r.g.Receive(t.Context(), Inbound{Body: body}); rep.Status != 200 {
+		t.Fatalf("first: %d", rep.Status)
+	}
+	if x := r.state(t, id); x.State != exchange.Executing {
+		t.Fatalf("state %s, want executing after the failed write", x.State)
+	}
+	step(t, r.g.resume) // too young to tell from a running call
+	if x := r.state(t, id); x.State != exchange.Executing {
+		t.Fatalf("ended a fresh claim: %s", x.State)
+	}
+	r.clk.Advance(ReconcileAfter + time.Second)
+	step(t, r.g.resume)
+	x := r.state(t, id)
+	if x.State != exchange.Failed {
+		t.Fatalf("state %s, want failed", x.State)
+	}
+	again := r.g.Receive(t.Context(), Inbound{Body: r.mutate(t, body, true, func(m map[string]any) { m["ts"] = arsia.FormatTimestamp(r.clk.Now()) })})
+	m := r.verified(t, again.Envelope)
+	if again.Status != 500 || get(m, "payload", "error", "details", "agent_status", "code") != float64(6005) {
+		t.Fatalf("retry: %d %s", again.Status, again.Envelope)
+	}
+	if r.echo.n.Load() != 1 {
+		t.Fatalf("ran %d times", r.echo.n.Load())
+	}
+}
+
+// failFirstAppend fails the first audit write.
+type failFirstAppend struct {
+	*audit.Memory
+	fails atomic.Int32
+}
+
+func (f *failFirstAppend) Append(ctx context.Context, build func(*audit.Record) (audit.Record, error)) (audit.Record, error) {
+	if f.fails.Add(-1) >= 0 {
+		return audit.Record{}, errors.New("disk full (injected)")
+	}
+	return f.Memory.Append(ctx, build)
+}
+
+func (f *failFirstAppend) AppendSealed(ctx context.Context, build func(*audit.Record) (audit.Sealed, error)) (audit.Record, error) {
+	if f.fails.Add(-1) >= 0 {
+		return audit.Record{}, errors.New("disk full (injected)")
+	}
+	return f.Memory.AppendSealed(ctx, build)
+}
+
+// A request that waits for approval whose reception could not be recorded
+// stays received, for its retry (or reconcile) to move on: ending it there
+// raced a retry that submitted its approval, which then approved nothing.
+func TestUnrecordedReceptionWaitsForItsRetry(t *testing.T) {
+	r := newPipeRig(t, func(o *Options, r *pipeRig) {
+		f := &failFirstAppend{Memory: r.mem}
+		f.fails.Store(1)
+		o.Audit = audit.New(f, nil)
+	})
+	body, id := r.build(t, req{compliance: profile("EU-AI-ACT-HIGH-RISK")})
+	if rep := r.g.Receive(t.Context(), Inbound{Body: body}); rep.Status != 500 {
+		t.Fatalf("first: %d", rep.Status)
+	}
+	if x := r.state(t, id); x.State != exchange.Received {
+		t.Fatalf("state %s, want received", x.State)
+	}
+	rep := r.g.Receive(t.Context(), Inbound{Body: body})
+	if rep.Status != 202 {
+		t.Fatalf("retry: %d %s", rep.Status, rep.Envelope)
+	}
+	r.decide(t, rep.ExchangeID, aais.Approve, "")
+	step(t, r.g.resume)
+	waitState(t, r, id, exchange.Done)
+	if r.echo.n.Load() != 1 {
+		t.Fatalf("ran %d times", r.echo.n.Load())
 	}
 }

@@ -117,7 +117,10 @@ type Gateway struct {
 	// resuming holds the ids of the exchanges a goroutine of this process
 	// is moving on (resumeOne).
 	resuming sync.Map
-	metrics  metrics
+	// running holds the ids of the exchanges claimed by this process
+	// whose call a goroutine of it is running or recording.
+	running sync.Map
+	metrics metrics
 	// logSample counts unauthenticated refusals, for sampled logging.
 	logSample atomic.Uint64
 }
@@ -492,6 +495,11 @@ func (g *Gateway) receive(ctx context.Context, in Inbound, who *requestInfo) Rep
 	if !created {
 		return g.retried(ctx, x, msgID, idem != nil, now)
 	}
+	if x.State == exchange.Executing {
+		// Created claimed: this process runs it (see execute).
+		g.running.Store(x.ID, true)
+		defer g.running.Delete(x.ID)
+	}
 	rec.Outcome = audit.OutcomeAccepted
 	rec.ASCCode = int(asc.Accepted)
 	if rec.Details == nil {
@@ -499,9 +507,14 @@ func (g *Gateway) receive(ctx context.Context, in Inbound, who *requestInfo) Rep
 	}
 	rec.Details["exchange_id"], rec.Details["action_digest"] = x.ID, digest
 	if _, err := g.o.Audit.Append(ctx, rec); err != nil {
-		// Nothing runs unrecorded: the exchange ends failed.
+		// Nothing runs unrecorded. A call that would run now ends
+		// failed; one that waits for approval stays received, for its
+		// retry or reconcile to move on (ending it here would race them:
+		// an approval submitted for an exchange that had ended).
 		rep := g.internal(ctx, from, msgID, now, err)
-		g.abandon(ctx, x, rep)
+		if x.State == exchange.Executing {
+			g.abandon(ctx, x, rep)
+		}
 		return rep
 	}
 

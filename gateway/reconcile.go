@@ -155,7 +155,9 @@ const ReconcileAfter = 10 * time.Second
 
 // reconcile finds the exchanges left in received — by a gateway that
 // stopped between recording a request and submitting its approval, or by
-// a write that failed — and moves each on (advance). One received older
+// a write that failed — and moves each on (advance); and, unless every,
+// the claims of this process whose result could not be recorded, which it
+// ends with ASC 6005. One received older
 // than ReconcileAfter, or any at all when every is set (at start, when this
 // process is the only gateway on its store), has no live owner. One
 // without a recorded approval request (written by an earlier version) is
@@ -189,6 +191,31 @@ func (g *Gateway) reconcile(ctx context.Context, every bool) (int, error) {
 				n++
 			}
 		}()
+	}
+	if every {
+		return n, nil // at start: Recover ends what was executing
+	}
+	// A claim of this process that no goroutine of it runs any more (the
+	// write recording its result failed) would stay executing until a
+	// restart: it is ended as Recover would.
+	xs, err = g.o.Exchanges.Interrupted(ctx)
+	if err != nil {
+		return n, err
+	}
+	for _, x := range xs {
+		if x.ClaimedBy != g.o.Exchanges.Instance() || now.Sub(x.UpdatedAt) < ReconcileAfter {
+			continue
+		}
+		if _, running := g.running.Load(x.ID); running {
+			continue
+		}
+		ended, err := g.interrupt(ctx, x, "The gateway could not record the outcome of this action; whether it ran is unknown, and it is not run again.")
+		if err != nil {
+			return n, err
+		}
+		if ended {
+			n++
+		}
 	}
 	return n, nil
 }

@@ -66,6 +66,9 @@ func (g *Gateway) execute(ctx context.Context, x exchange.Exchange, h handler.Ha
 			return g.replyOf(x)
 		}
 	}
+	// Claimed: this process runs it (reconcile leaves it alone).
+	g.running.Store(x.ID, true)
+	defer g.running.Delete(x.ID)
 	rec := audit.Record{Kind: audit.KindExecution, MessageID: call.MessageID, Sender: call.From, Recipient: g.o.Agent,
 		Capability: call.Capability, Profile: meta.Profile, Oversight: meta.Oversight, RequestID: meta.ApprovalID, TraceID: call.TraceID,
 		Details: map[string]any{"exchange_id": x.ID, "action_digest": digest}}
@@ -456,24 +459,31 @@ func (g *Gateway) Recover(ctx context.Context, instance string) (int, error) {
 		if instance != "" && x.ClaimedBy != instance {
 			continue // another replica's, perhaps running now
 		}
-		now := g.o.Now()
-		e := resultUnknown("The gateway stopped while running this action; whether it ran is unknown, and it is not run again.")
-		reply, err := g.signError(ctx, x.Sender, x.MessageID, e, now)
+		ended, err := g.interrupt(ctx, x, "The gateway stopped while running this action; whether it ran is unknown, and it is not run again.")
 		if err != nil {
 			return n, err
 		}
-		if _, err := g.o.Audit.Append(ctx, audit.Record{Kind: audit.KindExecution, MessageID: x.MessageID, Sender: x.Sender,
-			Recipient: g.o.Agent, Capability: x.Capability, RequestID: x.ApprovalID, Outcome: audit.OutcomeFailed,
-			ASCCode: int(asc.ResultStateUnknown), Details: map[string]any{"exchange_id": x.ID, "interrupted": true}}); err != nil {
-			return n, err
-		}
-		if _, ok, err := g.o.Exchanges.Transition(ctx, x.ID, exchange.Executing, exchange.Failed, reply, 500); err != nil {
-			return n, err
-		} else if ok {
+		if ended {
 			n++
 		}
 	}
 	return n, nil
+}
+
+// interrupt ends an exchange left executing whose outcome nobody will
+// record: audited as interrupted, answered ASC 6005, never run again.
+func (g *Gateway) interrupt(ctx context.Context, x exchange.Exchange, why string) (bool, error) {
+	reply, err := g.signError(withTrace(ctx, x.TraceID), x.Sender, x.MessageID, resultUnknown(why), g.o.Now())
+	if err != nil {
+		return false, err
+	}
+	if _, err := g.o.Audit.Append(ctx, audit.Record{Kind: audit.KindExecution, MessageID: x.MessageID, Sender: x.Sender,
+		Recipient: g.o.Agent, Capability: x.Capability, RequestID: x.ApprovalID, Outcome: audit.OutcomeFailed, TraceID: x.TraceID,
+		ASCCode: int(asc.ResultStateUnknown), Details: map[string]any{"exchange_id": x.ID, "interrupted": true}}); err != nil {
+		return false, err
+	}
+	_, ok, err := g.o.Exchanges.Transition(ctx, x.ID, exchange.Executing, exchange.Failed, reply, 500)
+	return ok, err
 }
 
 // reviewDue is the deadline of the review an oversight mode demands after

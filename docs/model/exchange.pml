@@ -341,8 +341,10 @@ end:
 	:: else
 	fi;
 #ifdef WRITE_FAILURES
-	/* R2: the "received" audit record; if it fails, abandon */
-	WA(skip);
+	/* R2: the "received" audit record; if it fails, the sender is told
+	 * to retry and the exchange stays received, for its retry or
+	 * reconcile to move on (abandoning it raced their advance) */
+	WW(skip);
 #endif
 	/* R3 (advance) */
 	SUBMIT;
