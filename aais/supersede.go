@@ -365,16 +365,50 @@ func (a *Authority) cancelOrphan(ctx context.Context, id, origID string, now tim
 // withdraw cancels a pending request with a message; a request resolved
 // meanwhile is left as it is.
 func (a *Authority) withdraw(ctx context.Context, req *Request, now time.Time, msg string) error {
+	_, _, err := a.cancel(ctx, req, now, msg)
+	return err
+}
+
+// cancel records req as cancelled with msg if it is still pending, and
+// returns the resolution stored (the earlier one, withdrawn false, when
+// it was resolved meanwhile).
+func (a *Authority) cancel(ctx context.Context, req *Request, now time.Time, msg string) (ResolutionRecord, bool, error) {
 	res, _, err := a.opts.buildResolution(ResolutionParams{Request: req, Outcome: OutcomeCancelled, Message: msg, ResolvedAt: now})
 	if err != nil {
-		return err
+		return ResolutionRecord{}, false, err
 	}
 	ev, err := a.opts.NewMessage(Header{OccurredAt: now, Stream: a.stream}, res)
 	if err != nil {
-		return err
+		return ResolutionRecord{}, false, err
 	}
-	_, _, err = a.store.ResolveIfPending(ctx, ResolutionRecord{Event: ev})
-	return err
+	return a.store.ResolveIfPending(ctx, ResolutionRecord{Event: ev})
+}
+
+// Withdraw cancels the request id, if it is still pending, with msg as
+// the resolution's message (its submitter takes it back), and returns the
+// receipt stored for it: the cancellation (withdrawn true), or the
+// resolution recorded before (withdrawn false; a decision racing with it
+// either was recorded first or loses). Unlike CancelOwned it touches no
+// other request. An unknown id is ErrUnknownRequest.
+func (a *Authority) Withdraw(ctx context.Context, id, msg string) (receipt *Message, withdrawn bool, err error) {
+	st, err := a.store.RequestState(ctx, id)
+	if err != nil {
+		return nil, false, err
+	}
+	stored, withdrawn := ResolutionRecord{}, false
+	if st.Resolution != nil {
+		stored = *st.Resolution
+	} else {
+		req, err := requestOf(st.Request)
+		if err != nil {
+			return nil, false, err
+		}
+		if stored, withdrawn, err = a.cancel(ctx, req, a.now(), msg); err != nil {
+			return nil, false, err
+		}
+	}
+	receipt, err = receiptOf(stored)
+	return receipt, withdrawn, err
 }
 
 // CheckSupersession returns ErrSupersessionIncomplete when req supersedes

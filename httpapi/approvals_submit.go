@@ -254,14 +254,19 @@ func (s *submit) withdraw(w http.ResponseWriter, r *http.Request) {
 			problem(w, asc.Conflict, http.StatusConflict, "The request names no run to withdraw it by; deny it instead.")
 			return
 		}
-		if f := s.runCheck(ctx, actor, req); f != nil {
+		ids, f := s.runCheck(ctx, actor, req)
+		if f != nil {
 			s.o.Logger.WarnContext(ctx, "withdrawal refused", "request", req.ID, "run", run, "actor", actor.ID, "reason", f.detail)
 			problem(w, f.code, f.status, f.detail)
 			return
 		}
-		if _, err := s.o.Authority.CancelOwned(ctx, aais.Owner{RunID: run}); err != nil {
-			s.fail(w, r, err)
-			return
+		// Exactly the requests checked: one submitted meanwhile under the
+		// same run id is not the caller's to withdraw unseen.
+		for _, id := range ids {
+			if _, _, err := s.o.Authority.Withdraw(ctx, id, "Withdrawn: its run ended."); err != nil {
+				s.fail(w, r, err)
+				return
+			}
 		}
 		if st, err = s.o.Authority.State(ctx, id); err != nil {
 			s.fail(w, r, err)
@@ -276,31 +281,35 @@ func (s *submit) withdraw(w http.ResponseWriter, r *http.Request) {
 }
 
 // runCheck says whether actor may cancel every pending request of req's
-// run: a withdrawal cancels by run id (aais.Authority.CancelOwned), and a
-// run id is only a string the submitter chose, so another harness's or
-// another submitter's request may carry the same one. Nothing is
-// cancelled unless each pending request of the run is of req's harness
-// and one actor may withdraw.
-func (s *submit) runCheck(ctx context.Context, actor aais.Actor, req *aais.Request) *failure {
+// run, and returns their ids (req's first): a withdrawal cancels the
+// run's requests, and a run id is only a string the submitter chose, so
+// another harness's or another submitter's request may carry the same
+// one. Nothing is cancelled unless each pending request of the run is of
+// req's harness and one actor may withdraw; then exactly those are
+// (aais.Authority.Withdraw, one by one), not one submitted after the
+// check, nor one expired or orphaned, which keeps its own outcome.
+func (s *submit) runCheck(ctx context.Context, actor aais.Actor, req *aais.Request) ([]string, *failure) {
 	snap, err := s.o.Authority.Snapshot(ctx)
 	if err != nil {
-		return &failure{http.StatusInternalServerError, asc.InternalError, "The approval store failed; nothing was withdrawn."}
+		return nil, &failure{http.StatusInternalServerError, asc.InternalError, "The approval store failed; nothing was withdrawn."}
 	}
+	ids := []string{req.ID}
 	for i := range snap.Snapshot.Pending {
 		p := &snap.Snapshot.Pending[i]
 		if p.ID == req.ID || p.Origin.RunID != req.Origin.RunID {
 			continue
 		}
 		if p.Origin.Harness != req.Origin.Harness {
-			return &failure{http.StatusConflict, asc.Conflict,
+			return nil, &failure{http.StatusConflict, asc.Conflict,
 				"Another harness's request uses the same run id; nothing was withdrawn. Deny the request instead."}
 		}
 		if f := s.o.Policy.withdrawCheck(actor, p); f != nil {
-			return &failure{http.StatusForbidden, asc.PermissionDenied,
+			return nil, &failure{http.StatusForbidden, asc.PermissionDenied,
 				"Another request of the same run is not yours to withdraw; nothing was withdrawn."}
 		}
+		ids = append(ids, p.ID)
 	}
-	return nil
+	return ids, nil
 }
 
 func (s *submit) fail(w http.ResponseWriter, r *http.Request, err error) {

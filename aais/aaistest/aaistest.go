@@ -97,6 +97,7 @@ func Run(t *testing.T, b Backend) {
 		{"SnapshotExcludesResolvedAndExpired", testSnapshot},
 		{"ExpireOverdue", testExpireOverdue},
 		{"CancelOwned", testCancelOwned},
+		{"Withdraw", testWithdraw},
 		{"CancelOwnedRacesApproval", testCancelOwnedRace},
 		{"EmptyStore", testEmptyStore},
 		{"EventsPageLimit", testEventsPageLimit},
@@ -736,6 +737,40 @@ func testCancelOwned(t *testing.T, f *fixture) {
 	byRun, err := f.auth.CancelOwned(f.ctx, aais.Owner{RunID: "run-s-2"})
 	if err != nil || len(byRun) != 1 || byRun[0].Resolution.RequestID != c.ID {
 		t.Fatalf("CancelOwned(run) = %d receipts, %v; want %s", len(byRun), err, c.ID)
+	}
+}
+
+// testWithdraw: Withdraw cancels the one request named, with its message,
+// and leaves a resolved one, and every other request of its run, as they
+// are.
+func testWithdraw(t *testing.T, f *fixture) {
+	a, _ := f.create(t, "wa", reqOpt{session: "w-1"})
+	b, _ := f.create(t, "wb", reqOpt{session: "w-1"})
+	done, _ := f.create(t, "wdone", reqOpt{session: "w-1"})
+	approved := f.decide(t, f.decision(t, done, aais.Approve, aais.ScopeOnce, ""), nil)
+
+	m, withdrawn, err := f.auth.Withdraw(f.ctx, a.ID, "Withdrawn by its submitter.")
+	if err != nil || !withdrawn {
+		t.Fatalf("Withdraw: withdrawn=%v err=%v", withdrawn, err)
+	}
+	wantOutcome(t, m, aais.OutcomeCancelled, "")
+	if m.Resolution.Message != "Withdrawn by its submitter." {
+		t.Errorf("message %q", m.Resolution.Message)
+	}
+	f.wantResolved(t, a.ID, m)
+	if !f.state(t, b.ID).Pending() {
+		t.Fatal("Withdraw cancelled another request of the same run")
+	}
+	again, withdrawn, err := f.auth.Withdraw(f.ctx, a.ID, "again")
+	if err != nil || withdrawn || again.Resolution.ID != m.Resolution.ID {
+		t.Fatalf("second Withdraw: withdrawn=%v err=%v", withdrawn, err)
+	}
+	kept, withdrawn, err := f.auth.Withdraw(f.ctx, done.ID, "too late")
+	if err != nil || withdrawn || kept.Resolution.ID != approved.Resolution.ID {
+		t.Fatalf("Withdraw of an approved request: withdrawn=%v err=%v", withdrawn, err)
+	}
+	if _, _, err := f.auth.Withdraw(f.ctx, "apr_unknown", "x"); !errors.Is(err, aais.ErrUnknownRequest) {
+		t.Fatalf("unknown: %v", err)
 	}
 }
 
