@@ -362,8 +362,7 @@ func FromASC(env asc.Envelope) *Error {
 		}
 	}
 	if row.wire == CodeNotImplemented {
-		sv := SupportedVersions()
-		details["supported_versions"] = map[string]any{"min": sv.Min.String(), "max": sv.Max.String()}
+		details["supported_versions"] = SupportedVersions().Details()
 	}
 	return &Error{
 		Code:        row.wire,

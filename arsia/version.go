@@ -101,6 +101,12 @@ type VersionRange struct {
 // SupportedVersions returns the range this package supports: 1.0 to 1.0.
 func SupportedVersions() VersionRange { return VersionRange{Min: current, Max: current} }
 
+// Details is r as the supported_versions member of a not_implemented
+// error's details ({"min": ..., "max": ...}), which Core §11.2 requires.
+func (r VersionRange) Details() map[string]any {
+	return map[string]any{"min": r.Min.String(), "max": r.Max.String()}
+}
+
 // Negotiate applies Core §7.4 to a message's v and min_v ("" when absent):
 // it is accepted when supported.Min ≤ v and, if min_v is set, min_v ≤
 // supported.Max. Custos also refuses a v whose major version is above
@@ -114,14 +120,14 @@ func Negotiate(v, minV string, supported VersionRange) error {
 	refuse := func(why string) error {
 		var reqMin any
 		if minV != "" {
-			reqMin = minV
+			reqMin = truncateForMessage(minV)
 		}
 		return &Error{
 			Code:        CodeNotImplemented,
 			Description: "Protocol version " + why + "; this agent supports " + supported.Min.String() + " to " + supported.Max.String() + ".",
 			Details: map[string]any{
-				"supported_versions":    map[string]any{"min": supported.Min.String(), "max": supported.Max.String()},
-				"requested_version":     v,
+				"supported_versions":    supported.Details(),
+				"requested_version":     truncateForMessage(v),
 				"requested_min_version": reqMin,
 			},
 			Err: ErrUnsupportedVersion,

@@ -2,6 +2,7 @@ package arsia
 
 import (
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -93,5 +94,24 @@ func TestNegotiate(t *testing.T) {
 		if ae.Details["requested_min_version"] != wantMin {
 			t.Errorf("requested_min_version = %v", ae.Details["requested_min_version"])
 		}
+	}
+}
+
+// A refusal names the requested versions, bounded: they are the sender's
+// text, and the refusal goes back signed.
+func TestNegotiateBoundsWhatItEchoes(t *testing.T) {
+	long := strings.Repeat("9", 10_000)
+	err := Negotiate(long, long, SupportedVersions())
+	var e *Error
+	if !errors.As(err, &e) {
+		t.Fatalf("%v", err)
+	}
+	for _, k := range []string{"requested_version", "requested_min_version"} {
+		if s, _ := e.Details[k].(string); len(s) > 310 || !strings.HasPrefix(s, "999") {
+			t.Errorf("%s: %d bytes", k, len(s))
+		}
+	}
+	if sv, _ := e.Details["supported_versions"].(map[string]any); sv["min"] != "1.0" || sv["max"] != "1.0" {
+		t.Errorf("supported_versions %v", e.Details["supported_versions"])
 	}
 }

@@ -112,8 +112,7 @@ func (g *Gateway) signError(ctx context.Context, to, correlationID string, e *ar
 	switch arsia.WireCode(e.Code) {
 	case arsia.CodeNotImplemented:
 		if _, ok := e.Details["supported_versions"]; !ok {
-			sv := arsia.SupportedVersions()
-			e.Details["supported_versions"] = map[string]any{"min": sv.Min.String(), "max": sv.Max.String()}
+			e.Details["supported_versions"] = arsia.SupportedVersions().Details()
 		}
 	case arsia.CodeCertificateInvalid, arsia.CodeCertificateExpired, arsia.CodeKeyMismatch, arsia.CodeCertificateRevoked:
 		if _, ok := e.Details["reason"]; !ok {
