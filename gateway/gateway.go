@@ -462,17 +462,17 @@ func (g *Gateway) receive(ctx context.Context, in Inbound, who *requestInfo) Rep
 	// The replay window: the (sender, message id) of an exchange is kept
 	// for good, so the same signed bytes never run twice, whatever becomes
 	// of an idempotency key; freshness bounds how long they are accepted.
+	var approval *aais.Request
 	if oversight == compliance.OversightRequiredBeforeExecution {
 		// The approval request is built before anything is written and
 		// recorded with the exchange: a gateway that stops before it is
 		// submitted finishes the submission (reconcile, or the retry).
 		x.ID = exchange.NewID()
 		x.ApprovalID = ApprovalOf(x.ID)
-		req, err := g.approvalRequest(x, call, desc, action, rec.Profile, downgraded, now)
+		x.Request, approval, err = g.approvalRequest(x, call, desc, action, rec.Profile, downgraded, now)
 		if err != nil {
 			return g.internal(ctx, from, msgID, now, err)
 		}
-		x.Request = req
 	} else {
 		// Nothing to wait for: recorded already claimed, one write
 		// instead of two.
@@ -522,7 +522,7 @@ func (g *Gateway) receive(ctx context.Context, in Inbound, who *requestInfo) Rep
 	if oversight != compliance.OversightRequiredBeforeExecution {
 		return g.execute(ctx, x, h, call, digest, exchange.Executing, execMeta{Oversight: string(oversight), Profile: rec.Profile, Effective: downgraded})
 	}
-	return g.advance(ctx, x, &inline{h: h, call: call, digest: digest, profile: rec.Profile, effective: downgraded})
+	return g.advance(ctx, x, &inline{req: approval, h: h, call: call, digest: digest, profile: rec.Profile, effective: downgraded})
 }
 
 // retried answers a request recorded before (the same sender and message

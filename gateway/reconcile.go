@@ -37,14 +37,14 @@ func ExchangeOfApproval(requestID string) (string, bool) {
 }
 
 // approvalRequest builds the AAIS request for exactly the call that would
-// run, as the JSON of an AAIS request message: what Create records with the
-// exchange and advance submits.
+// run, and the JSON of an AAIS request message holding it: what Create
+// records with the exchange and advance submits.
 func (g *Gateway) approvalRequest(x exchange.Exchange, call handler.Call, desc handler.Descriptor,
-	action json.RawMessage, profile string, effective []string, now time.Time) (json.RawMessage, error) {
+	action json.RawMessage, profile string, effective []string, now time.Time) (json.RawMessage, *aais.Request, error) {
 	ext, err := json.Marshal(exchangeRef{ExchangeID: x.ID, Sender: call.From, MessageID: call.MessageID,
 		PayloadType: call.PayloadType, TraceID: call.TraceID, Profile: profile, IdempotencyKey: call.IdempotencyKey, Effective: effective})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	choices := []aais.Choice{
 		{Decision: aais.Approve, Scope: aais.ScopeOnce, Label: "Allow this call once"},
@@ -67,18 +67,21 @@ func (g *Gateway) approvalRequest(x exchange.Exchange, call handler.Call, desc h
 		Extensions: aais.Extensions{ExchangeExtension: ext},
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	m, err := aais.NewMessage(aais.Header{OccurredAt: now}, req)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return m.MarshalJSON()
+	b, err := m.MarshalJSON()
+	return b, req, err
 }
 
-// inline is what the receiving request knows of its call: with it, a call
-// a remembered rule approves at once runs while the sender waits.
+// inline is what the receiving request knows of its call: the approval
+// request it built (not parsed again from the exchange), and what a call
+// a remembered rule approves at once needs to run while the sender waits.
 type inline struct {
+	req       *aais.Request
 	h         handler.Handler
 	call      handler.Call
 	digest    string
@@ -96,11 +99,10 @@ type inline struct {
 // approves in the same write runs at once.
 func (g *Gateway) advance(ctx context.Context, x exchange.Exchange, in *inline) Reply {
 	now := g.o.Now()
-	m, err := aais.Parse(x.Request)
-	if err != nil || m.Request == nil || m.Request.ID != x.ApprovalID {
-		return g.internal(ctx, x.Sender, x.MessageID, now, fmt.Errorf("exchange %s: its recorded approval request is unreadable: %v", x.ID, err))
+	req, err := recordedRequest(x, in)
+	if err != nil {
+		return g.internal(ctx, x.Sender, x.MessageID, now, err)
 	}
-	req := m.Request
 	sub, err := g.o.Authority.Submit(ctx, req)
 	if err != nil {
 		return g.internal(ctx, x.Sender, x.MessageID, now, err)
@@ -146,6 +148,19 @@ func (g *Gateway) advance(ctx context.Context, x exchange.Exchange, in *inline) 
 		}()
 	}
 	return Reply{Status: 202, Envelope: pending, ExchangeID: moved.ID}
+}
+
+// recordedRequest is the approval request of an exchange in received: the
+// one the receiving request built, or the one recorded with the exchange.
+func recordedRequest(x exchange.Exchange, in *inline) (*aais.Request, error) {
+	if in != nil && in.req != nil {
+		return in.req, nil
+	}
+	m, err := aais.Parse(x.Request)
+	if err != nil || m.Request == nil || m.Request.ID != x.ApprovalID {
+		return nil, fmt.Errorf("exchange %s: its recorded approval request is unreadable: %v", x.ID, err)
+	}
+	return m.Request, nil
 }
 
 // ReconcileAfter is how long an exchange may stay in received before
