@@ -65,10 +65,11 @@ func (g *Gateway) execute(ctx context.Context, x exchange.Exchange, h handler.Ha
 		if !claimed {
 			return g.replyOf(x)
 		}
+		// Claimed: this process runs it (reconcile leaves it alone; one
+		// created claimed is marked by receive).
+		g.running.Store(x.ID, true)
+		defer g.running.Delete(x.ID)
 	}
-	// Claimed: this process runs it (reconcile leaves it alone).
-	g.running.Store(x.ID, true)
-	defer g.running.Delete(x.ID)
 	rec := audit.Record{Kind: audit.KindExecution, MessageID: call.MessageID, Sender: call.From, Recipient: g.o.Agent,
 		Capability: call.Capability, Profile: meta.Profile, Oversight: meta.Oversight, RequestID: meta.ApprovalID, TraceID: call.TraceID,
 		Details: map[string]any{"exchange_id": x.ID, "action_digest": digest}}
@@ -247,6 +248,13 @@ func (g *Gateway) resumeOne(ctx context.Context, id string) error {
 	if x.State != exchange.PendingApproval && x.State != exchange.Approved {
 		return nil // finished meanwhile
 	}
+	if x.State == exchange.Approved && g.o.Now().Sub(x.UpdatedAt) < ReconcileAfter {
+		// Approved a moment ago, by a process that is recording and
+		// claiming it now (another replica that learnt of the approval at
+		// the same time): left to it. Older, its approver stopped before
+		// claiming it, and this one takes over.
+		return nil
+	}
 	// The approval, or the request that superseded it when a reviewer
 	// edited the arguments (supersede.go).
 	st, edits, err := g.approvalChain(ctx, x.ApprovalID)
@@ -273,13 +281,6 @@ func (g *Gateway) resumeOne(ctx context.Context, id string) error {
 		IdempotencyKey: ref.IdempotencyKey}
 	xctx := withTrace(ctx, ref.TraceID)
 	receipt := st.Resolution.Event
-	if x.State == exchange.Approved && g.o.Now().Sub(x.UpdatedAt) < ReconcileAfter {
-		// Approved a moment ago, by a process that is recording and
-		// claiming it now (another replica that learnt of the approval at
-		// the same time): left to it. Older, its approver stopped before
-		// claiming it, and this one takes over.
-		return nil
-	}
 	if x.State == exchange.PendingApproval {
 		if receipt.Resolution.Outcome != aais.OutcomeApproved {
 			if err := g.auditEdits(xctx, call, ref.Profile, edits); err != nil {
