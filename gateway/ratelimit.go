@@ -2,9 +2,10 @@ package gateway
 
 import (
 	"context"
-	"math"
 	"sync"
 	"time"
+
+	"github.com/custos-runtime/custos/internal/tokenbucket"
 )
 
 // RateLimit bounds how often one sender may call: a token bucket of Burst
@@ -40,12 +41,7 @@ func (l *limiter) Allow(_ context.Context, sender string, now time.Time) (bool, 
 type limiter struct {
 	rate  RateLimit
 	mu    sync.Mutex
-	state map[string]*bucket
-}
-
-type bucket struct {
-	tokens float64
-	at     time.Time
+	state map[string]*tokenbucket.Bucket
 }
 
 // allow takes a token for sender at now, or says how long until one is
@@ -57,21 +53,13 @@ func (l *limiter) allow(sender string, now time.Time) (bool, time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.state == nil {
-		l.state = map[string]*bucket{}
+		l.state = map[string]*tokenbucket.Bucket{}
 	}
 	b, ok := l.state[sender]
 	if !ok {
-		b = &bucket{tokens: float64(l.rate.Burst), at: now}
+		full := tokenbucket.Full(float64(l.rate.Burst), now)
+		b = &full
 		l.state[sender] = b
 	}
-	if el := now.Sub(b.at).Seconds(); el > 0 {
-		b.tokens = math.Min(float64(l.rate.Burst), b.tokens+el*l.rate.PerSecond)
-	}
-	b.at = now
-	if b.tokens >= 1 {
-		b.tokens--
-		return true, 0
-	}
-	wait := time.Duration((1 - b.tokens) / l.rate.PerSecond * float64(time.Second))
-	return false, wait
+	return b.Take(l.rate.PerSecond, float64(l.rate.Burst), now)
 }

@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"sync"
 	"time"
+
+	"github.com/custos-runtime/custos/internal/tokenbucket"
 )
 
 // addressBuckets is a token bucket per client address, at most max of
@@ -23,9 +25,8 @@ type addressBuckets struct {
 }
 
 type bucket struct {
-	key    netip.Addr
-	tokens float64
-	last   time.Time
+	key netip.Addr
+	tokenbucket.Bucket
 }
 
 func newAddressBuckets(rate float64, burst, max int) *addressBuckets {
@@ -41,24 +42,16 @@ func (a *addressBuckets) allow(key netip.Addr, now time.Time) (bool, time.Durati
 	if e, ok := a.m[key]; ok {
 		a.lru.MoveToFront(e)
 		b = e.Value.(*bucket)
-		if el := now.Sub(b.last); el > 0 {
-			b.tokens = min(a.burst, b.tokens+el.Seconds()*a.rate)
-		}
-		b.last = now
 	} else {
 		if len(a.m) >= a.max {
 			old := a.lru.Back()
 			a.lru.Remove(old)
 			delete(a.m, old.Value.(*bucket).key)
 		}
-		b = &bucket{key: key, tokens: a.burst, last: now}
+		b = &bucket{key: key, Bucket: tokenbucket.Full(a.burst, now)}
 		a.m[key] = a.lru.PushFront(b)
 	}
-	if b.tokens >= 1 {
-		b.tokens--
-		return true, 0
-	}
-	return false, time.Duration((1 - b.tokens) / a.rate * float64(time.Second))
+	return b.Take(a.rate, a.burst, now)
 }
 
 func (a *addressBuckets) len() int {
