@@ -519,6 +519,11 @@ func FuzzReviewerAPI(f *testing.F) {
 		}
 		rec := httptest.NewRecorder()
 		st.mux.ServeHTTP(rec, r)
+		if rec.Code >= 500 && ctx.Err() != nil {
+			// The iteration's own deadline (it ends event streams) cut a
+			// write short on a loaded machine: not the input's doing.
+			t.Skipf("%s %s → %d after the iteration's deadline", m, u, rec.Code)
+		}
 		if rec.Code >= 500 {
 			t.Fatalf("%s %s → %d %s", m, u, rec.Code, rec.Body)
 		}
