@@ -124,7 +124,7 @@ func (s *Store) ID(ctx context.Context) (string, error) {
 // notice through EventPage.Gap and StoreID. It is meant for tests and
 // operators; every Store open on the file sees the reset.
 func (s *Store) Reset(ctx context.Context) error {
-	return s.db.Write(ctx, func(tx *sqlitedb.Tx) error {
+	return s.write(ctx, func(tx *sqlitedb.Tx) error {
 		for _, q := range []string{
 			"DELETE FROM rules",
 			"DELETE FROM resolutions",
@@ -195,7 +195,7 @@ func (s *Store) CreateRequestIfAbsent(ctx context.Context, rec aais.RequestRecor
 		stored  storedRequest
 		created bool
 	)
-	err = s.db.Write(ctx, func(tx *sqlitedb.Tx) (err error) {
+	err = s.write(ctx, func(tx *sqlitedb.Tx) (err error) {
 		stored, created, err = createTx(ctx, tx, p)
 		return err
 	})
@@ -227,7 +227,7 @@ func (s *Store) Import(ctx context.Context, recs []aais.RequestRecord) (int, err
 		ps[i] = p
 	}
 	var n int
-	err := s.db.Write(ctx, func(tx *sqlitedb.Tx) error {
+	err := s.write(ctx, func(tx *sqlitedb.Tx) error {
 		n = 0
 		for _, p := range ps {
 			_, created, err := createTx(ctx, tx, p)
@@ -415,7 +415,7 @@ func (s *Store) ResolveIfPending(ctx context.Context, rec aais.ResolutionRecord)
 		dfp      string
 		resolved bool
 	)
-	err = s.db.Write(ctx, func(tx *sqlitedb.Tx) error {
+	err = s.write(ctx, func(tx *sqlitedb.Tx) error {
 		resolved, msg = false, nil
 		var (
 			res  []byte
@@ -688,7 +688,7 @@ func (s *Store) RevokeRule(ctx context.Context, id string, at time.Time, by aais
 		out     *aais.Rule
 		revoked bool
 	)
-	err := s.db.Write(ctx, func(tx *sqlitedb.Tx) error {
+	err := s.write(ctx, func(tx *sqlitedb.Tx) error {
 		out, revoked = nil, false
 		var b []byte
 		err := tx.QueryRowContext(ctx, "SELECT json FROM rules WHERE id = ?", id).Scan(&b)
