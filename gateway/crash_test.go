@@ -12,9 +12,9 @@ import (
 	"github.com/custos-runtime/custos/arsia"
 	"github.com/custos-runtime/custos/audit"
 	"github.com/custos-runtime/custos/gateway/exchange"
-	"github.com/custos-runtime/custos/gateway/exchange/pgexchange"
 	"github.com/custos-runtime/custos/internal/pgutil/pgtest"
 	"github.com/custos-runtime/custos/store/memstore"
+	"github.com/custos-runtime/custos/store/pgexchange"
 	"github.com/google/uuid"
 )
 

@@ -26,6 +26,7 @@ import (
 	"github.com/custos-runtime/custos/gateway/handler"
 	"github.com/custos-runtime/custos/jcs"
 	"github.com/custos-runtime/custos/store/memstore"
+	"github.com/custos-runtime/custos/store/sqliteexchange"
 )
 
 const (
@@ -128,7 +129,7 @@ func newFuzzRig(tb testing.TB) *fuzzRig {
 		dir = d
 		tb.Cleanup(func() { _ = os.RemoveAll(d) })
 	}
-	xs, err := exchange.Open(context.Background(), filepath.Join(dir, "x.db"), &exchange.Options{Now: now})
+	xs, err := sqliteexchange.Open(context.Background(), filepath.Join(dir, "x.db"), &sqliteexchange.Options{Now: now})
 	if err != nil {
 		tb.Fatal(err)
 	}

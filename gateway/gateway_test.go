@@ -11,9 +11,10 @@ import (
 	"github.com/custos-runtime/custos/audit"
 	"github.com/custos-runtime/custos/gateway/exchange"
 	"github.com/custos-runtime/custos/gateway/gatewaytest"
+	"github.com/custos-runtime/custos/store/sqliteexchange"
 )
 
-func newTestGateway(t *testing.T) (*Gateway, *exchange.Store, *audit.Log) {
+func newTestGateway(t *testing.T) (*Gateway, *sqliteexchange.Store, *audit.Log) {
 	t.Helper()
 	signer, _ := gatewaytest.Signer(t)
 	a, xs, log := gatewaytest.State(t)

@@ -29,6 +29,7 @@ import (
 	"github.com/custos-runtime/custos/gateway/exchange"
 	"github.com/custos-runtime/custos/gateway/handler"
 	"github.com/custos-runtime/custos/store/memstore"
+	"github.com/custos-runtime/custos/store/sqliteexchange"
 )
 
 const (
@@ -185,7 +186,7 @@ func newPipeRig(t *testing.T, opts ...rigOption) *pipeRig {
 	if r.auth, err = aais.NewAuthority(memstore.New(), &aais.AuthorityOptions{Now: r.clk.Now}); err != nil {
 		t.Fatal(err)
 	}
-	if r.xs, err = exchange.Open(t.Context(), filepath.Join(t.TempDir(), "x.db"), &exchange.Options{Now: r.clk.Now}); err != nil {
+	if r.xs, err = sqliteexchange.Open(t.Context(), filepath.Join(t.TempDir(), "x.db"), &sqliteexchange.Options{Now: r.clk.Now}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = r.xs.Close() })

@@ -31,6 +31,7 @@ import (
 	"github.com/custos-runtime/custos/gateway/exchange"
 	"github.com/custos-runtime/custos/gateway/handler"
 	"github.com/custos-runtime/custos/store/memstore"
+	"github.com/custos-runtime/custos/store/sqliteexchange"
 )
 
 // The reviewer surfaces as custos serve mounts them (approvals, sign-in,
@@ -172,7 +173,7 @@ func newFuzzAPIWorker(tb testing.TB) *fuzzAPIWorker {
 		dir = d
 		tb.Cleanup(func() { _ = os.RemoveAll(d) })
 	}
-	store, err := exchange.Open(context.Background(), filepath.Join(dir, "x.db"), &exchange.Options{Now: now})
+	store, err := sqliteexchange.Open(context.Background(), filepath.Join(dir, "x.db"), &sqliteexchange.Options{Now: now})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -17,8 +17,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/custos-runtime/custos/audit"
-	"github.com/custos-runtime/custos/audit/pgaudit"
-	"github.com/custos-runtime/custos/audit/sqliteaudit"
+	"github.com/custos-runtime/custos/store/pgaudit"
+	"github.com/custos-runtime/custos/store/sqliteaudit"
 	"github.com/custos-runtime/custos/store"
 )
 

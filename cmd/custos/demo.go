@@ -22,7 +22,7 @@ import (
 	"github.com/custos-runtime/custos/arsia"
 	"github.com/custos-runtime/custos/arsia/sig"
 	"github.com/custos-runtime/custos/audit"
-	"github.com/custos-runtime/custos/audit/sqliteaudit"
+	"github.com/custos-runtime/custos/store/sqliteaudit"
 	"github.com/custos-runtime/custos/gateway"
 	"github.com/custos-runtime/custos/gateway/config"
 )

@@ -8,17 +8,18 @@ import (
 	"path/filepath"
 
 	"github.com/custos-runtime/custos/audit"
-	"github.com/custos-runtime/custos/audit/pgaudit"
-	"github.com/custos-runtime/custos/audit/sqliteaudit"
 	"github.com/custos-runtime/custos/gateway"
 	"github.com/custos-runtime/custos/gateway/authz"
-	"github.com/custos-runtime/custos/gateway/authz/pgreplay"
 	"github.com/custos-runtime/custos/gateway/config"
 	"github.com/custos-runtime/custos/gateway/exchange"
-	"github.com/custos-runtime/custos/gateway/exchange/pgexchange"
-	"github.com/custos-runtime/custos/gateway/pgratelimit"
 	"github.com/custos-runtime/custos/store"
+	"github.com/custos-runtime/custos/store/pgaudit"
+	"github.com/custos-runtime/custos/store/pgexchange"
+	"github.com/custos-runtime/custos/store/pgratelimit"
+	"github.com/custos-runtime/custos/store/pgreplay"
 	"github.com/custos-runtime/custos/store/pgstore"
+	"github.com/custos-runtime/custos/store/sqliteaudit"
+	"github.com/custos-runtime/custos/store/sqliteexchange"
 )
 
 // gatewayState is where custos serve keeps its state: in the data
@@ -56,7 +57,7 @@ func openState(ctx context.Context, cfg config.Config, loc store.Location, st st
 	}()
 	pg, shared := st.(*pgstore.Store)
 	if !shared {
-		xs, err := exchange.Open(ctx, filepath.Join(cfg.Data, "exchanges.db"), nil)
+		xs, err := sqliteexchange.Open(ctx, filepath.Join(cfg.Data, "exchanges.db"), nil)
 		if err != nil {
 			return nil, err
 		}

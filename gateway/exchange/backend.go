@@ -38,5 +38,3 @@ type Backend interface {
 
 	Close() error
 }
-
-var _ Backend = (*Store)(nil)

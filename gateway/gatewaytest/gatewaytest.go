@@ -13,8 +13,8 @@ import (
 	"github.com/custos-runtime/custos/aais"
 	"github.com/custos-runtime/custos/arsia/sig"
 	"github.com/custos-runtime/custos/audit"
-	"github.com/custos-runtime/custos/gateway/exchange"
 	"github.com/custos-runtime/custos/store/memstore"
+	"github.com/custos-runtime/custos/store/sqliteexchange"
 )
 
 // Signer returns a fresh Ed25519 signer and its private key.
@@ -34,13 +34,13 @@ func Signer(tb testing.TB) (sig.Signer, ed25519.PrivateKey) {
 // State returns an authority on a memory store, an exchange store in a
 // temporary directory (closed when the test ends) and an in-memory audit
 // log.
-func State(tb testing.TB) (*aais.Authority, *exchange.Store, *audit.Log) {
+func State(tb testing.TB) (*aais.Authority, *sqliteexchange.Store, *audit.Log) {
 	tb.Helper()
 	a, err := aais.NewAuthority(memstore.New(), nil)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	xs, err := exchange.Open(tb.Context(), filepath.Join(tb.TempDir(), "x.db"), nil)
+	xs, err := sqliteexchange.Open(tb.Context(), filepath.Join(tb.TempDir(), "x.db"), nil)
 	if err != nil {
 		tb.Fatal(err)
 	}

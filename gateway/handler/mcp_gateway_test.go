@@ -17,9 +17,9 @@ import (
 	"github.com/custos-runtime/custos/arsia/sig"
 	"github.com/custos-runtime/custos/audit"
 	"github.com/custos-runtime/custos/gateway"
-	"github.com/custos-runtime/custos/gateway/exchange"
 	"github.com/custos-runtime/custos/gateway/gatewaytest"
 	"github.com/custos-runtime/custos/gateway/handler"
+	"github.com/custos-runtime/custos/store/sqliteexchange"
 )
 
 const (
@@ -32,7 +32,7 @@ const (
 // in-process MCP server.
 type mcpRig struct {
 	g      *gateway.Gateway
-	xs     *exchange.Store
+	xs     *sqliteexchange.Store
 	auth   *aais.Authority
 	signer sig.Signer
 	kid    string

@@ -10,7 +10,7 @@ import (
 
 	"github.com/custos-runtime/custos/audit"
 	"github.com/custos-runtime/custos/audit/audittest"
-	"github.com/custos-runtime/custos/audit/sqliteaudit"
+	"github.com/custos-runtime/custos/store/sqliteaudit"
 )
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)

@@ -1,4 +1,4 @@
-package exchange_test
+package sqliteexchange_test
 
 import (
 	"bytes"
@@ -15,11 +15,12 @@ import (
 
 	"github.com/custos-runtime/custos/gateway/exchange"
 	"github.com/custos-runtime/custos/gateway/exchange/exchangetest"
+	"github.com/custos-runtime/custos/store/sqliteexchange"
 )
 
-func open(t *testing.T, path string, o *exchange.Options) *exchange.Store {
+func open(t *testing.T, path string, o *sqliteexchange.Options) *sqliteexchange.Store {
 	t.Helper()
-	s, err := exchange.Open(context.Background(), path, o)
+	s, err := sqliteexchange.Open(context.Background(), path, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,8 +28,8 @@ func open(t *testing.T, path string, o *exchange.Options) *exchange.Store {
 	return s
 }
 
-func options(c exchangetest.Config) *exchange.Options {
-	return &exchange.Options{Instance: c.Instance, Now: c.Now}
+func options(c exchangetest.Config) *sqliteexchange.Options {
+	return &sqliteexchange.Options{Instance: c.Instance, Now: c.Now}
 }
 
 // The behaviour every exchange.Backend must have, on the SQLite Store.
@@ -38,7 +39,7 @@ func TestConformance(t *testing.T) {
 			return open(t, filepath.Join(t.TempDir(), "exchanges.db"), options(c))
 		},
 		Reopen: func(t *testing.T, b exchange.Backend, c exchangetest.Config) exchange.Backend {
-			return open(t, b.(*exchange.Store).Path(), options(c))
+			return open(t, b.(*sqliteexchange.Store).Path(), options(c))
 		},
 	})
 }
@@ -54,7 +55,7 @@ func TestConformanceOneConnection(t *testing.T) {
 		Reopen: func(t *testing.T, b exchange.Backend, c exchangetest.Config) exchange.Backend {
 			o := options(c)
 			o.MaxConns = 1
-			return open(t, b.(*exchange.Store).Path(), o)
+			return open(t, b.(*sqliteexchange.Store).Path(), o)
 		},
 	})
 }
@@ -75,7 +76,7 @@ func TestHelperProcess(t *testing.T) {
 		t.Skip("helper process for TestCrossProcess")
 	}
 	child := os.Getenv(envChild)
-	s := open(t, path, &exchange.Options{Instance: "child_" + child})
+	s := open(t, path, &sqliteexchange.Options{Instance: "child_" + child})
 	start, err := strconv.ParseInt(os.Getenv(envStart), 10, 64)
 	if err != nil {
 		t.Fatal(err)
@@ -140,15 +141,15 @@ func TestOpenRefusesGarbage(t *testing.T) {
 	if err := os.WriteFile(path, bytes.Repeat([]byte("not a database "), 500), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if s, err := exchange.Open(t.Context(), path, nil); err == nil {
+	if s, err := sqliteexchange.Open(t.Context(), path, nil); err == nil {
 		_ = s.Close()
 		t.Fatal("opened garbage")
 	}
-	if _, err := exchange.Open(t.Context(), filepath.Join(t.TempDir(), "y.db"), &exchange.Options{Instance: "bad\x00"}); !errors.Is(err, exchange.ErrInvalid) {
+	if _, err := sqliteexchange.Open(t.Context(), filepath.Join(t.TempDir(), "y.db"), &sqliteexchange.Options{Instance: "bad\x00"}); !errors.Is(err, exchange.ErrInvalid) {
 		t.Fatalf("bad instance: %v", err)
 	}
-	if exchange.SchemaVersion() != 3 {
-		t.Fatalf("SchemaVersion = %d", exchange.SchemaVersion())
+	if sqliteexchange.SchemaVersion() != 3 {
+		t.Fatalf("SchemaVersion = %d", sqliteexchange.SchemaVersion())
 	}
 }
 

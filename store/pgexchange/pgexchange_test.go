@@ -14,8 +14,8 @@ import (
 
 	"github.com/custos-runtime/custos/gateway/exchange"
 	"github.com/custos-runtime/custos/gateway/exchange/exchangetest"
-	"github.com/custos-runtime/custos/gateway/exchange/pgexchange"
 	"github.com/custos-runtime/custos/internal/pgutil/pgtest"
+	"github.com/custos-runtime/custos/store/pgexchange"
 	"github.com/custos-runtime/custos/store/pgstore"
 )
 

@@ -8,7 +8,7 @@ import (
 
 	"github.com/custos-runtime/custos/audit"
 	"github.com/custos-runtime/custos/audit/audittest"
-	"github.com/custos-runtime/custos/audit/pgaudit"
+	"github.com/custos-runtime/custos/store/pgaudit"
 	"github.com/custos-runtime/custos/internal/pgutil/pgtest"
 )
 

@@ -12,7 +12,7 @@ import (
 
 	"github.com/custos-runtime/custos/audit"
 	"github.com/custos-runtime/custos/audit/audittest"
-	"github.com/custos-runtime/custos/audit/sqliteaudit"
+	"github.com/custos-runtime/custos/store/sqliteaudit"
 )
 
 // TestTwoHandlesOneFile: goroutines appending through two Backends (two

@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/custos-runtime/custos/gateway"
-	"github.com/custos-runtime/custos/gateway/pgratelimit"
+	"github.com/custos-runtime/custos/store/pgratelimit"
 	"github.com/custos-runtime/custos/internal/pgutil/pgtest"
 	"github.com/custos-runtime/custos/store/pgstore"
 )

@@ -7,7 +7,7 @@ import (
 
 	"github.com/custos-runtime/custos/audit"
 	"github.com/custos-runtime/custos/audit/audittest"
-	"github.com/custos-runtime/custos/audit/sqliteaudit"
+	"github.com/custos-runtime/custos/store/sqliteaudit"
 )
 
 func open(t testing.TB, path string, o *sqliteaudit.Options) *sqliteaudit.Backend {

@@ -1,14 +1,16 @@
-package exchange
+package sqliteexchange
 
 import (
 	"encoding/json"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/custos-runtime/custos/gateway/exchange"
 )
 
 // What the SQLite schema enforces below the Go code, for writers that
-// bypass it. The behaviour every Backend shares is in the conformance kit
+// bypass it. The behaviour every exchange.Backend shares is in the conformance kit
 // (exchangetest, run by TestConformance in exchange_test.go).
 
 func tempStore(t *testing.T) *Store {
@@ -23,22 +25,22 @@ func tempStore(t *testing.T) *Store {
 
 // inState creates an exchange and brings it to st along legal transitions
 // (received, approved, executing or done).
-func inState(t *testing.T, s *Store, n string, st State) Exchange {
+func inState(t *testing.T, s *Store, n string, st exchange.State) exchange.Exchange {
 	t.Helper()
-	x, _, err := s.Create(t.Context(), Exchange{Sender: "agent://a", MessageID: "msg_" + n,
+	x, _, err := s.Create(t.Context(), exchange.Exchange{Sender: "agent://a", MessageID: "msg_" + n,
 		Capability: "fs.write", ApprovalID: "apr_" + n, ActionDigest: "sha256:" + n})
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := map[State][]State{Approved: {PendingApproval, Approved}, Executing: {Executing}, Done: {Executing, Done}}[st]
-	cur := Received
+	path := map[exchange.State][]exchange.State{exchange.Approved: {exchange.PendingApproval, exchange.Approved}, exchange.Executing: {exchange.Executing}, exchange.Done: {exchange.Executing, exchange.Done}}[st]
+	cur := exchange.Received
 	for _, next := range path {
-		var c Change
+		var c exchange.Change
 		switch next {
-		case PendingApproval:
-			c = Change{Reply: json.RawMessage(`{"status":"pending_approval"}`), ReplyStatus: 202}
-		case Done:
-			c = Change{Reply: json.RawMessage(`{"status":"done"}`), ReplyStatus: 200}
+		case exchange.PendingApproval:
+			c = exchange.Change{Reply: json.RawMessage(`{"status":"pending_approval"}`), ReplyStatus: 202}
+		case exchange.Done:
+			c = exchange.Change{Reply: json.RawMessage(`{"status":"done"}`), ReplyStatus: 200}
 		}
 		var ok bool
 		if x, ok, err = s.Apply(t.Context(), x.ID, cur, next, c); err != nil || !ok {
@@ -51,7 +53,7 @@ func inState(t *testing.T, s *Store, n string, st State) Exchange {
 
 func TestSchemaEnforcesMachine(t *testing.T) {
 	s := tempStore(t)
-	x := inState(t, s, "1", Done)
+	x := inState(t, s, "1", exchange.Done)
 	db := s.db.SQL()
 	for _, q := range []string{
 		"UPDATE exchanges SET state = 'executing' WHERE id = ?",
@@ -63,7 +65,7 @@ func TestSchemaEnforcesMachine(t *testing.T) {
 			t.Errorf("%s: accepted", q)
 		}
 	}
-	y := inState(t, s, "2", Approved)
+	y := inState(t, s, "2", exchange.Approved)
 	for _, q := range []string{
 		"UPDATE exchanges SET state = 'executing', action_digest = 'other' WHERE id = ?",
 		"UPDATE exchanges SET state = 'failed', sender = 'other', reply = x'7b7d', reply_status = 500 WHERE id = ?",
@@ -83,8 +85,8 @@ func TestSchemaEnforcesMachine(t *testing.T) {
 func TestSchemaDecisionOnce(t *testing.T) {
 	s := tempStore(t)
 	ctx := t.Context()
-	x := inState(t, s, "d", Approved)
-	// Approved without a decision: the schema lets a transition set one.
+	x := inState(t, s, "d", exchange.Approved)
+	// exchange.Approved without a decision: the schema lets a transition set one.
 	if _, err := s.db.SQL().ExecContext(ctx, "UPDATE exchanges SET state = 'executing', decision = x'7b7d' WHERE id = ?", x.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -96,12 +98,12 @@ func TestSchemaDecisionOnce(t *testing.T) {
 func TestSchemaReviewOnce(t *testing.T) {
 	s := tempStore(t)
 	ctx := t.Context()
-	x := inState(t, s, "r", Executing)
-	if _, _, err := s.Apply(ctx, x.ID, Executing, Done, Change{Reply: json.RawMessage(`{}`), ReplyStatus: 200,
-		Review: &Review{Mode: "required_post_execution", DueAt: time.Now()}}); err != nil {
+	x := inState(t, s, "r", exchange.Executing)
+	if _, _, err := s.Apply(ctx, x.ID, exchange.Executing, exchange.Done, exchange.Change{Reply: json.RawMessage(`{}`), ReplyStatus: 200,
+		Review: &exchange.Review{Mode: "required_post_execution", DueAt: time.Now()}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := s.CompleteReview(ctx, x.ID, "alice", Flagged, "why"); err != nil {
+	if _, _, err := s.CompleteReview(ctx, x.ID, "alice", exchange.Flagged, "why"); err != nil {
 		t.Fatal(err)
 	}
 	for _, q := range []string{

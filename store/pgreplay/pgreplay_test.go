@@ -12,7 +12,7 @@ import (
 
 	"github.com/custos-runtime/custos/arsia/auth"
 	"github.com/custos-runtime/custos/arsia/auth/replaytest"
-	"github.com/custos-runtime/custos/gateway/authz/pgreplay"
+	"github.com/custos-runtime/custos/store/pgreplay"
 	"github.com/custos-runtime/custos/internal/pgutil/pgtest"
 	"github.com/custos-runtime/custos/store/pgstore"
 )

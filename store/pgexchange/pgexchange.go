@@ -20,6 +20,7 @@ import (
 
 	"github.com/custos-runtime/custos/gateway/exchange"
 	"github.com/custos-runtime/custos/internal/pgutil"
+	"github.com/custos-runtime/custos/store/internal/rowutil"
 )
 
 // Defaults applied when an Options field is zero.
@@ -240,7 +241,7 @@ func scan(r pgx.Row) (exchange.Exchange, error) {
 		x.Request = json.RawMessage(request)
 	}
 	x.ReplyStatus = int(status)
-	x.CreatedAt, x.UpdatedAt, x.Deadline = exchange.FromNanos(created), exchange.FromNanos(updated), exchange.FromNanos(deadline)
+	x.CreatedAt, x.UpdatedAt, x.Deadline = rowutil.FromNanos(created), rowutil.FromNanos(updated), rowutil.FromNanos(deadline)
 	return x, nil
 }
 
@@ -327,7 +328,7 @@ func (s *Store) Create(ctx context.Context, x exchange.Exchange) (stored exchang
 		}
 		tag, err := tx.Exec(ctx, qInsert, id, x.Sender, x.MessageID, x.CorrelationID,
 			x.Capability, x.ApprovalID, x.ActionDigest, string(state), claimedBy,
-			now.UnixNano(), now.UnixNano(), exchange.ToNanos(x.Deadline), x.TraceID, nullBytes(x.Request))
+			now.UnixNano(), now.UnixNano(), rowutil.ToNanos(x.Deadline), x.TraceID, nullBytes(x.Request))
 		if err != nil {
 			return err
 		}
@@ -481,7 +482,7 @@ func (s *Store) change(ctx context.Context, id string, from []exchange.State, to
 		}
 		next.UpdatedAt = s.now().UTC()
 		tag, err := tx.Exec(ctx, qUpdate, string(next.State), nullBytes(next.Reply), int32(next.ReplyStatus),
-			next.ApprovalID, next.ActionDigest, exchange.ToNanos(next.Deadline), next.ClaimedBy,
+			next.ApprovalID, next.ActionDigest, rowutil.ToNanos(next.Deadline), next.ClaimedBy,
 			next.UpdatedAt.UnixNano(), nullBytes(next.Decision), id, string(cur.State))
 		if err != nil {
 			return err
@@ -558,7 +559,7 @@ func (s *Store) Waiting(ctx context.Context, states ...exchange.State) ([]exchan
 			return err
 		}
 		defer rows.Close()
-		out, err = exchange.CollectRows(rows, func() (exchange.Exchange, error) { return scan(rows) })
+		out, err = rowutil.CollectRows(rows, func() (exchange.Exchange, error) { return scan(rows) })
 		return err
 	})
 	if err != nil {
@@ -602,7 +603,7 @@ func scanReview(r pgx.Row) (exchange.Review, error) {
 		return exchange.Review{}, err
 	}
 	v.Outcome, v.Verdict, v.TimedOut = exchange.State(outcome), exchange.Verdict(verdict), out == 1
-	v.CreatedAt, v.DueAt, v.ReviewedAt = exchange.FromNanos(created), exchange.FromNanos(due), exchange.FromNanos(reviewed)
+	v.CreatedAt, v.DueAt, v.ReviewedAt = rowutil.FromNanos(created), rowutil.FromNanos(due), rowutil.FromNanos(reviewed)
 	return v, nil
 }
 
@@ -648,7 +649,7 @@ func (s *Store) Reviews(ctx context.Context, f exchange.ReviewFilter) ([]exchang
 			return err
 		}
 		defer rows.Close()
-		out, err = exchange.CollectRows(rows, func() (exchange.Review, error) { return scanReview(rows) })
+		out, err = rowutil.CollectRows(rows, func() (exchange.Review, error) { return scanReview(rows) })
 		return err
 	})
 	return out, wrap(err)
@@ -786,7 +787,7 @@ func (s *Store) DueDeliveries(ctx context.Context, now time.Time, limit int) ([]
 			if err := rows.Scan(&d.Seq, &d.ExchangeID, &d.URL, &env, &attempts, &next, &d.LastError); err != nil {
 				return err
 			}
-			d.Envelope, d.Attempts, d.NextAttempt = env, int(attempts), exchange.FromNanos(next)
+			d.Envelope, d.Attempts, d.NextAttempt = env, int(attempts), rowutil.FromNanos(next)
 			out = append(out, d)
 		}
 		return rows.Err()
