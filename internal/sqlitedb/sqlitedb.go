@@ -74,6 +74,8 @@ type DB struct {
 	closed    bool
 	// stmts caches prepared statements by their text (see Prepare).
 	stmts sync.Map
+	// commits wakes followers after each commit (see Changed).
+	commits commits
 }
 
 // Open opens the database file at path, creating it (mode 0600) and its
@@ -181,7 +183,7 @@ func (s *DB) init(ctx context.Context, m Migrations) error {
 	if sync < 2 {
 		return fmt.Errorf("synchronous is %d, want FULL (2)", sync)
 	}
-	return s.migrate(ctx, m)
+	return s.Migrate(ctx, m)
 }
 
 // Close stops the writer and closes the database. Writes already
@@ -267,6 +269,9 @@ const (
 // fails that write alone. A BUSY failure rolls the whole batch back and
 // retries it until the busy timeout has passed.
 func (s *DB) Write(ctx context.Context, fn func(*Tx) error) error {
+	if u := s.joined(ctx); u != nil {
+		return u.savepoint(ctx, fn)
+	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -363,6 +368,9 @@ func (s *DB) runBatch(batch []*writeOp) {
 	for len(live) > 0 {
 		failed, err := s.runOnce(live)
 		if failed < 0 {
+			if err == nil {
+				s.committed()
+			}
 			for _, op := range live {
 				switch {
 				case err == nil:
@@ -488,6 +496,11 @@ func (q *Tx) QueryRowContext(ctx context.Context, query string, args ...any) Row
 // read runs fn in one read transaction: every statement in it sees the
 // same snapshot of the database (WAL readers never block the writer).
 func (s *DB) Read(ctx context.Context, fn func(*Tx) error) error {
+	if u := s.joined(ctx); u != nil {
+		// Inside a unit of work: its transaction, which sees the unit's
+		// own writes.
+		return fn(u.tx)
+	}
 	return s.Retry(ctx, func() error {
 		tx, err := s.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 		if err != nil {
@@ -551,6 +564,17 @@ type Migrations struct {
 	// Check, if set, runs last in the migration transaction, whether or
 	// not anything was applied, to refuse a damaged file.
 	Check func(ctx context.Context, tx *Tx) error
+	// Table records the migrations applied; "" means schema_migrations.
+	// Several sets of migrations share one file when each has its own
+	// table (see Migrate).
+	Table string
+}
+
+func (m Migrations) table() string {
+	if m.Table == "" {
+		return "schema_migrations"
+	}
+	return m.Table
 }
 
 // SchemaVersion is the number of migrations in m.
@@ -562,10 +586,13 @@ func (m Migrations) SchemaVersion() int {
 	return len(ms)
 }
 
-// migrate applies the migrations the file lacks, all in one BEGIN
+// Migrate applies the migrations of m the file lacks, all in one BEGIN
 // IMMEDIATE transaction, so two processes opening the same new file apply
 // them once: the second waits for the lock and then finds them applied.
-func (s *DB) migrate(ctx context.Context, m Migrations) error {
+// Open applies the set it is given; a file that holds the tables of
+// several stores applies each store's set, each recorded in its own
+// Migrations.Table.
+func (s *DB) Migrate(ctx context.Context, m Migrations) error {
 	if m.FS == nil {
 		return nil
 	}
@@ -574,7 +601,11 @@ func (s *DB) migrate(ctx context.Context, m Migrations) error {
 		return err
 	}
 	return s.Write(ctx, func(tx *Tx) error {
-		if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		table := m.table()
+		if !validTable(table) {
+			return fmt.Errorf("migrations table %q: want lower-case letters and underscores", table)
+		}
+		if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS `+table+` (
 			version    INTEGER PRIMARY KEY,
 			name       TEXT NOT NULL,
 			applied_at TEXT NOT NULL
@@ -582,14 +613,14 @@ func (s *DB) migrate(ctx context.Context, m Migrations) error {
 			return err
 		}
 		var current, n int
-		if err := tx.QueryRowContext(ctx, "SELECT coalesce(max(version), 0), count(*) FROM schema_migrations").Scan(&current, &n); err != nil {
+		if err := tx.QueryRowContext(ctx, "SELECT coalesce(max(version), 0), count(*) FROM "+table).Scan(&current, &n); err != nil {
 			return err
 		}
 		if current > len(ms) {
 			return fmt.Errorf("schema version %d is newer than this build supports (%d)", current, len(ms))
 		}
 		if n != current {
-			return fmt.Errorf("schema_migrations damaged: %d rows up to version %d", n, current)
+			return fmt.Errorf("%s damaged: %d rows up to version %d", table, n, current)
 		}
 		now := time.Now().UTC().Format(time.RFC3339Nano)
 		for _, mg := range ms[current:] {
@@ -597,7 +628,7 @@ func (s *DB) migrate(ctx context.Context, m Migrations) error {
 				return fmt.Errorf("migration %s: %w", mg.Name, err)
 			}
 			if _, err := tx.ExecContext(ctx,
-				"INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
+				"INSERT INTO "+table+" (version, name, applied_at) VALUES (?, ?, ?)",
 				mg.Version, mg.Name, now); err != nil {
 				return err
 			}
@@ -612,4 +643,13 @@ func (s *DB) migrate(ctx context.Context, m Migrations) error {
 		}
 		return nil
 	})
+}
+
+func validTable(t string) bool {
+	for _, r := range t {
+		if (r < 'a' || r > 'z') && r != '_' {
+			return false
+		}
+	}
+	return t != ""
 }

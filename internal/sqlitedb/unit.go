@@ -1,0 +1,123 @@
+package sqlitedb
+
+import (
+	"context"
+	"maps"
+	"strconv"
+	"sync"
+)
+
+// A unit of work is one write transaction that several stores sharing a
+// DB write to: the exchange store, the approval store and the audit log
+// of one gateway record one step of a request together, so that no crash
+// can keep one of the writes and lose another.
+//
+// The stores keep their own APIs. Unit hands fn a context that carries
+// the transaction; every Write and Read of the same DB made with that
+// context (or one derived from it) runs inside the transaction instead of
+// starting its own. Each joined Write runs under a savepoint: one that
+// fails is undone alone (its Memo changes too), and fn decides whether
+// the unit goes on (a conflict it handles) or fails (it returns the
+// error, and nothing of the unit is written). A write inside a unit is
+// durable when Unit returns nil, not when the write returns.
+//
+// fn runs on the writer goroutine, in a batch with other writes (group
+// commit), and may run more than once when the batch is retried: it must
+// do only the unit's reads and writes and what may be repeated, and
+// prepare everything else before Unit is called.
+
+type unitKey struct{}
+
+// unit is the transaction a Unit's context carries.
+type unit struct {
+	db *DB
+	tx *Tx
+	// savepoints numbers the joined writes.
+	savepoints int
+}
+
+// Unit runs fn in one write transaction that every Write and Read of s
+// made with fn's context joins (see the comment above), and returns once
+// that transaction has committed or failed. A Unit called with a context
+// that already carries a unit of s joins it too.
+func (s *DB) Unit(ctx context.Context, fn func(ctx context.Context) error) error {
+	if u := s.joined(ctx); u != nil {
+		return u.savepoint(ctx, func(*Tx) error { return fn(ctx) })
+	}
+	return s.Write(ctx, func(tx *Tx) error {
+		return fn(context.WithValue(ctx, unitKey{}, &unit{db: s, tx: tx}))
+	})
+}
+
+// InUnit reports whether ctx carries a unit of work of s.
+func (s *DB) InUnit(ctx context.Context) bool { return s.joined(ctx) != nil }
+
+func (s *DB) joined(ctx context.Context) *unit {
+	u, _ := ctx.Value(unitKey{}).(*unit)
+	if u == nil || u.db != s {
+		return nil
+	}
+	return u
+}
+
+// savepoint runs fn inside the unit's transaction, undoing what it wrote
+// when it fails. A BUSY error is returned as it is: the whole batch is
+// retried, so there is nothing to undo.
+func (u *unit) savepoint(ctx context.Context, fn func(*Tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	u.savepoints++
+	name := "unit_" + strconv.Itoa(u.savepoints)
+	memo := maps.Clone(u.tx.Memo)
+	if _, err := u.tx.tx.ExecContext(ctx, "SAVEPOINT "+name); err != nil {
+		return err
+	}
+	err := fn(u.tx)
+	if err != nil && !IsBusy(err) {
+		// Undone even when ctx has ended: the unit may go on.
+		bg := context.WithoutCancel(ctx)
+		if _, rerr := u.tx.tx.ExecContext(bg, "ROLLBACK TO "+name); rerr != nil {
+			return rerr
+		}
+		u.tx.Memo = memo
+	}
+	if err != nil {
+		return err
+	}
+	_, err = u.tx.tx.ExecContext(ctx, "RELEASE "+name)
+	return err
+}
+
+// commits is how a DB tells whoever follows its changes that a write
+// transaction committed (see Changed).
+type commits struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+// Changed returns a channel closed at the next commit of a write
+// transaction through s (any write of any store on s, in this process).
+// Followers wait on it instead of polling, then call Changed again
+// before they read, so no commit is missed: one that lands between the
+// read and the next wait closes the channel they already hold. Writes of
+// other processes on the same file are not seen: followers poll slowly
+// for those.
+func (s *DB) Changed() <-chan struct{} {
+	s.commits.mu.Lock()
+	defer s.commits.mu.Unlock()
+	if s.commits.ch == nil {
+		s.commits.ch = make(chan struct{})
+	}
+	return s.commits.ch
+}
+
+// committed wakes the followers of s.
+func (s *DB) committed() {
+	s.commits.mu.Lock()
+	if s.commits.ch != nil {
+		close(s.commits.ch)
+		s.commits.ch = nil
+	}
+	s.commits.mu.Unlock()
+}

@@ -1,0 +1,176 @@
+package sqlitedb
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"sync"
+	"testing"
+	"testing/fstest"
+	"time"
+)
+
+func put(ctx context.Context, d *DB, k string, v int) error {
+	return d.Write(ctx, func(tx *Tx) error {
+		_, err := tx.ExecContext(ctx, "INSERT INTO kv (k, v) VALUES (?, ?)", k, v)
+		return err
+	})
+}
+
+// The writes a unit joins commit together or not at all; a joined write
+// that fails is undone alone, Memo included, and the unit goes on; reads
+// in the unit see its own writes.
+func TestUnit(t *testing.T) {
+	ctx := t.Context()
+	d := open(t, filepath.Join(t.TempDir(), "u.db"), nil)
+	boom := errors.New("boom")
+
+	err := d.Unit(ctx, func(ctx context.Context) error {
+		if !d.InUnit(ctx) {
+			t.Error("InUnit false inside the unit")
+		}
+		if err := put(ctx, d, "a", 1); err != nil {
+			return err
+		}
+		return boom
+	})
+	if !errors.Is(err, boom) {
+		t.Fatalf("Unit = %v, want boom", err)
+	}
+	if _, ok := get(t, d, "a"); ok {
+		t.Fatal("a write of a failed unit was committed")
+	}
+
+	err = d.Unit(ctx, func(ctx context.Context) error {
+		if err := put(ctx, d, "a", 1); err != nil {
+			return err
+		}
+		// A write that fails half-way: its first statement is undone.
+		err := d.Write(ctx, func(tx *Tx) error {
+			tx.Memo["k"] = "changed"
+			if _, err := tx.ExecContext(ctx, "INSERT INTO kv (k, v) VALUES ('b', 2)"); err != nil {
+				return err
+			}
+			_, err := tx.ExecContext(ctx, "INSERT INTO kv (k, v) VALUES ('a', 3)") // duplicate key
+			return err
+		})
+		if err == nil {
+			t.Error("the duplicate insert did not fail")
+		}
+		return d.Write(ctx, func(tx *Tx) error {
+			if tx.Memo["k"] != nil {
+				t.Errorf("Memo kept %v from the undone write", tx.Memo["k"])
+			}
+			var n int
+			if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM kv WHERE k IN ('a', 'b')").Scan(&n); err != nil {
+				return err
+			}
+			if n != 1 {
+				t.Errorf("inside the unit %d of a, b, want 1 (a)", n)
+			}
+			return d.Read(ctx, func(rt *Tx) error {
+				var v int
+				if err := rt.QueryRowContext(ctx, "SELECT v FROM kv WHERE k = 'a'").Scan(&v); err != nil {
+					t.Errorf("a read in the unit does not see its write: %v", err)
+				}
+				return nil
+			})
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := get(t, d, "a"); !ok || v != 1 {
+		t.Fatalf("a = %d, %v after the unit; want 1", v, ok)
+	}
+	if _, ok := get(t, d, "b"); ok {
+		t.Fatal("the undone write's first insert was committed")
+	}
+
+	// A unit within a unit joins it.
+	err = d.Unit(ctx, func(ctx context.Context) error {
+		if err := d.Unit(ctx, func(ctx context.Context) error { return put(ctx, d, "c", 1) }); err != nil {
+			return err
+		}
+		return boom
+	})
+	if !errors.Is(err, boom) {
+		t.Fatal(err)
+	}
+	if _, ok := get(t, d, "c"); ok {
+		t.Fatal("the inner unit committed without the outer one")
+	}
+}
+
+// Two handles on one file: a unit of one does not carry into the other.
+func TestUnitOtherDB(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "u.db")
+	d1, d2 := open(t, path, nil), open(t, path, &Options{BusyTimeout: 2 * time.Second})
+	done := make(chan error, 1)
+	err := d1.Unit(ctx, func(ctx context.Context) error {
+		if d2.InUnit(ctx) {
+			t.Error("d2 joins d1's unit")
+		}
+		return put(ctx, d1, "x", 1)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { done <- put(ctx, d2, "y", 1) }()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Changed is closed by the next commit, whichever goroutine writes, and
+// not by a write that fails.
+func TestChanged(t *testing.T) {
+	ctx := t.Context()
+	d := open(t, filepath.Join(t.TempDir(), "c.db"), nil)
+	ch := d.Changed()
+	if err := d.Write(ctx, func(*Tx) error { return errors.New("no") }); err == nil {
+		t.Fatal("failing write succeeded")
+	}
+	select {
+	case <-ch:
+		t.Fatal("Changed closed by a failed write")
+	default:
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); _ = put(ctx, d, "z", 1) }()
+	select {
+	case <-ch:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Changed not closed by a commit")
+	}
+	wg.Wait()
+	if d.Changed() == ch {
+		t.Fatal("Changed returned a closed channel again")
+	}
+}
+
+// Several migration sets share one file, each in its own table.
+func TestMigrateTables(t *testing.T) {
+	ctx := t.Context()
+	d := open(t, filepath.Join(t.TempDir(), "m.db"), nil)
+	other := Migrations{FS: fstest.MapFS{"o/0001_x.sql": {Data: []byte("CREATE TABLE other (k TEXT) STRICT;")}}, Dir: "o", Table: "other_migrations"}
+	for range 2 {
+		if err := d.Migrate(ctx, other); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var n int
+	if err := d.SQL().QueryRowContext(ctx, "SELECT count(*) FROM other_migrations").Scan(&n); err != nil || n != 1 {
+		t.Fatalf("other_migrations: %d rows, %v", n, err)
+	}
+	if err := d.SQL().QueryRowContext(ctx, "SELECT count(*) FROM schema_migrations").Scan(&n); err != nil || n != 1 {
+		t.Fatalf("schema_migrations: %d rows, %v", n, err)
+	}
+	bad := other
+	bad.Table = "x; DROP TABLE kv"
+	if err := d.Migrate(ctx, bad); err == nil {
+		t.Fatal("a table name with SQL in it was accepted")
+	}
+}
