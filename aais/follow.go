@@ -2,28 +2,54 @@ package aais
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 )
 
 // Follower receives what Authority.Follow reads.
 type Follower struct {
-	// Message receives the snapshots and the events, in order (required).
+	// Message receives the snapshots and the events, in order. One of
+	// Message and Wire is required. Events are shared by every follower
+	// of the store: Message must not modify them.
 	Message func(*Message) error
+	// Wire, when set, is called instead of Message with the message's
+	// encoding (Marshal) too. An event is encoded once for all the
+	// followers of the store, so a transport that writes the encoding
+	// saves encoding it per follower. Neither m nor wire may be modified.
+	Wire func(m *Message, wire []byte) error
 	// Gap, when set, is told that the position could not be continued
 	// (the store was reset, or compacted past it), before the fresh
 	// snapshot that follows.
 	Gap func(EventPage) error
 	// Idle, when set, is called each time Follow has delivered everything
-	// recorded so far; wrote says whether anything was delivered since the
-	// last call. Transports flush or send keep-alives there.
+	// recorded so far, and every IdleEvery while nothing happens; wrote
+	// says whether anything was delivered since the last call. Transports
+	// flush or send keep-alives there.
 	Idle func(wrote bool) error
+	// IdleEvery is how often Idle is called when nothing is delivered;
+	// Follow's poll interval when zero.
+	IdleEvery time.Duration
+	// MaxLag, when > 0, is how many events the follower may fall behind
+	// the newest one before Follow gives up on it and returns an error
+	// wrapping ErrSlowFollower: a client that cannot keep up is cut off,
+	// and resumes later from the last sequence it received, instead of
+	// being buffered for without bound. Zero: never cut off; a follower
+	// that falls behind reads the store itself until it has caught up.
+	MaxLag int
 }
 
+// ErrSlowFollower is what Follow returns (wrapped, with the figures) when
+// a follower fell more than Follower.MaxLag events behind. Nothing was
+// skipped: the follower resumes after the last sequence it received.
+var ErrSlowFollower = errors.New("aais: the follower fell too far behind the event stream")
+
 // ChangeNotifier is implemented by stores that can tell when something was
-// recorded, by any process sharing them (pgstore's LISTEN/NOTIFY). Follow
-// then reads the log as soon as a change is announced, instead of waiting
-// for its next poll. A notification is a hint: the log is read from where
-// the follower is, so lost notifications are caught up by the poll.
+// recorded: pgstore by LISTEN/NOTIFY, for every process sharing the
+// database; sqlitestore for the writes of this process. Follow then reads
+// the log as soon as a change is announced, instead of waiting for its
+// next poll. A notification is a hint: the log is read from where the
+// follower is, so lost notifications are caught up by the poll.
 type ChangeNotifier interface {
 	// Changes delivers a value after writes are recorded; it is closed
 	// when ctx ends or the store closes.
@@ -35,85 +61,192 @@ const followPage = 500
 
 // Follow delivers the approval stream the way AAIS prescribes for a
 // presenter: an approval.snapshot (unless resume is set, in which case it
-// continues after the sequence after), then every later event in order,
-// polling the store every poll (250 ms when <= 0) and, when the store is a
-// ChangeNotifier, as soon as it announces a change. When the position can
-// no longer be continued it calls Gap and starts again from a fresh
-// snapshot. It returns ctx's error when ctx ends, or the first error of the
-// store or of a callback.
+// continues after the sequence after), then every later event in order.
+// When the position can no longer be continued it calls Gap and starts
+// again from a fresh snapshot. It returns ctx's error when ctx ends, the
+// first error of the store or of a callback, or one wrapping
+// ErrSlowFollower (see Follower.MaxLag).
+//
+// All the Follow calls on one store in a process share one reader of the
+// store: it reads each new event once, as soon as the store announces a
+// change (ChangeNotifier: pgstore's LISTEN, sqlitestore's in-process
+// writes) and every poll in any case (250 ms when <= 0; the shortest of
+// the callers'), and hands it to every follower from memory. A follower
+// reads the store itself only to start (the snapshot, a resumed position)
+// and to catch up after it fell out of the shared buffer.
 func (a *Authority) Follow(ctx context.Context, after uint64, resume bool, poll time.Duration, f Follower) error {
+	if f.Message == nil && f.Wire == nil {
+		return fmt.Errorf("%w: a follower without Message or Wire", ErrBuild)
+	}
 	if poll <= 0 {
 		poll = 250 * time.Millisecond
 	}
-	wrote := false
-	send := func(m *Message) error {
-		wrote = true
-		return f.Message(m)
+	every := f.IdleEvery
+	if every <= 0 {
+		every = poll
 	}
-	resync := func() error {
-		snap, err := a.Snapshot(ctx)
-		if err != nil {
-			return err
-		}
-		after = snap.Snapshot.AsOfSequence
-		return send(snap)
-	}
+	h := acquireHub(a.store, poll)
+	defer h.release()
+	fl := &following{a: a, f: f, after: after}
 	if !resume {
-		if err := resync(); err != nil {
+		if err := fl.resync(ctx); err != nil {
 			return err
 		}
 	}
-	t := time.NewTicker(poll)
-	defer t.Stop()
-	var changes <-chan struct{}
-	if n, ok := a.store.(ChangeNotifier); ok {
-		// Without notifications the poll still delivers everything.
-		if c, err := n.Changes(ctx); err == nil {
-			changes = c
-		}
-	}
-	storeID := ""
+	idle := time.NewTicker(every)
+	defer idle.Stop()
+	var (
+		storeID string
+		epoch   uint64
+		inRing  bool // caught up with the store; reading the hub
+		live    bool // has read from the hub (MaxLag applies)
+		buf     []hubEntry
+		waitOn  <-chan struct{}
+	)
 	for {
-		p, err := a.store.EventsAfter(ctx, after, followPage)
-		if err != nil {
-			return err
-		}
-		if p.Gap || (storeID != "" && p.StoreID != storeID) {
+		if !inRing {
+			v := h.view() // before the read: a later change shows as one
+			p, err := a.store.EventsAfter(ctx, fl.after, followPage)
+			if err != nil {
+				return err
+			}
+			if p.Gap || (storeID != "" && p.StoreID != storeID) {
+				storeID = p.StoreID
+				if f.Gap != nil {
+					if err := f.Gap(p); err != nil {
+						return err
+					}
+				}
+				if err := fl.resync(ctx); err != nil {
+					return err
+				}
+				continue
+			}
 			storeID = p.StoreID
-			if f.Gap != nil {
-				if err := f.Gap(p); err != nil {
+			for _, m := range p.Events {
+				if err := fl.send(m, nil); err != nil {
 					return err
 				}
 			}
-			if err := resync(); err != nil {
-				return err
+			if len(p.Events) == followPage {
+				continue
 			}
-			continue
-		}
-		storeID = p.StoreID
-		for _, m := range p.Events {
-			if err := send(m); err != nil {
-				return err
+			inRing, live, epoch = true, false, v.epoch
+			if !v.known || v.storeID != storeID || fl.after > v.latest {
+				// The hub has not read this far yet (or it is on
+				// another history): what there is was delivered;
+				// wait for the hub to move.
+				waitOn = v.changed
+			} else {
+				continue
 			}
-			after = m.Sequence
-		}
-		if len(p.Events) == followPage {
-			continue
-		}
-		if f.Idle != nil {
-			if err := f.Idle(wrote); err != nil {
-				return err
+		} else {
+			var v hubView
+			var covered bool
+			buf, v, covered = h.read(fl.after, followPage, buf[:0])
+			switch {
+			case v.err != nil:
+				return v.err
+			case !v.known || v.epoch != epoch || v.storeID != storeID:
+				// The hub started again: check the position with the
+				// store itself.
+				inRing = false
+				continue
+			case !covered && fl.after > v.latest:
+				// Ahead of the hub: it will catch up.
+				waitOn = v.changed
+			case !covered || (f.MaxLag > 0 && live && v.latest-fl.after > uint64(f.MaxLag)):
+				if f.MaxLag > 0 && live {
+					return fmt.Errorf("%w: %d events behind after sequence %d (at most %d)",
+						ErrSlowFollower, v.latest-fl.after, fl.after, f.MaxLag)
+				}
+				inRing = false // out of the ring: catch up from the store
+				continue
+			default:
+				live = true
+				for i := range buf {
+					e := &buf[i]
+					if err := fl.send(e.msg, e.wire); err != nil {
+						return err
+					}
+					buf[i] = hubEntry{} // do not keep it alive
+				}
+				if len(buf) == followPage || fl.after < v.latest {
+					continue
+				}
+				waitOn = v.changed
 			}
 		}
-		wrote = false
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-		case _, open := <-changes:
-			if !open {
-				changes = nil // the poll goes on
+		// Everything recorded so far is delivered: wait for more.
+		if err := fl.idle(); err != nil {
+			return err
+		}
+		for waiting := true; waiting; {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-waitOn:
+				waiting = false
+			case <-idle.C:
+				if err := fl.idle(); err != nil {
+					return err
+				}
 			}
 		}
 	}
+}
+
+// following is one Follow call's position.
+type following struct {
+	a     *Authority
+	f     Follower
+	after uint64
+	wrote bool
+}
+
+// idle calls Idle.
+func (fl *following) idle() error {
+	if fl.f.Idle == nil {
+		return nil
+	}
+	err := fl.f.Idle(fl.wrote)
+	fl.wrote = false
+	return err
+}
+
+// send delivers m (its encoding when wire is not nil) and moves the
+// position past it.
+func (fl *following) send(m *Message, wire []byte) error {
+	fl.wrote = true
+	if fl.f.Wire != nil {
+		if wire == nil {
+			b, err := Marshal(m)
+			if err != nil {
+				return err
+			}
+			wire = b
+		}
+		if err := fl.f.Wire(m, wire); err != nil {
+			return err
+		}
+	} else if err := fl.f.Message(m); err != nil {
+		return err
+	}
+	if m.Type != TypeSnapshot {
+		fl.after = m.Sequence
+	}
+	return nil
+}
+
+// resync delivers a fresh snapshot and continues after it.
+func (fl *following) resync(ctx context.Context) error {
+	snap, err := fl.a.Snapshot(ctx)
+	if err != nil {
+		return err
+	}
+	if err := fl.send(snap, nil); err != nil {
+		return err
+	}
+	fl.after = snap.Snapshot.AsOfSequence
+	return nil
 }
