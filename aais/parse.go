@@ -110,9 +110,12 @@ func (o *Options) Marshal(m *Message) ([]byte, error) {
 }
 
 // MarshalCopy is Marshal that also returns the message read back from the
-// bytes it wrote: a deep, validated copy that shares nothing with m. A
-// store that keeps the bytes returns the copy instead of parsing them
-// again.
+// bytes it wrote: a deep, validated copy that shares nothing with m that
+// either could change (the Action, which cannot be changed, may be
+// shared). A store that keeps the bytes returns the copy instead of
+// parsing them again. When m is certainly valid and reads back as itself,
+// as messages from Parse and the builders do, the copy is made without
+// parsing the bytes; it is the same message Parse would return.
 func MarshalCopy(m *Message) ([]byte, *Message, error) {
 	return (*Options)(nil).MarshalCopy(m)
 }
@@ -129,6 +132,11 @@ func (o *Options) MarshalCopy(m *Message) ([]byte, *Message, error) {
 	b, err := encode(w)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	// A message the package built or parsed usually reads back as itself:
+	// copy it instead of parsing b (see copypath.go).
+	if c := o.fastCopy(m, len(b)); c != nil {
+		return b, c, nil
 	}
 	c, err := o.Parse(b)
 	if err != nil {
