@@ -111,6 +111,14 @@ type ApprovalsOptions struct {
 	// when zero); Heartbeat how often it sends a comment to keep proxies
 	// from closing an idle stream (15 s when zero).
 	Poll, Heartbeat time.Duration
+	// StreamMaxLag is how many events an event stream (SSE or WebSocket)
+	// may fall behind the newest before it is closed with a reason (a
+	// "cutoff" event; the client resumes with Last-Event-ID); 512 when
+	// zero. StreamWriteTimeout bounds each write to a stream (10 s when
+	// zero): a client that stops reading is cut off then. Either way the
+	// other streams are not slowed down.
+	StreamMaxLag       int
+	StreamWriteTimeout time.Duration
 	// MaxBody caps a decision body (64 KiB when zero).
 	MaxBody int64
 	// Logger receives diagnostics (slog.Default when nil).
@@ -170,6 +178,12 @@ func NewApprovals(o ApprovalsOptions) (http.Handler, error) {
 	}
 	if o.MaxBody <= 0 {
 		o.MaxBody = 64 << 10
+	}
+	if o.StreamMaxLag <= 0 {
+		o.StreamMaxLag = 512
+	}
+	if o.StreamWriteTimeout <= 0 {
+		o.StreamWriteTimeout = 10 * time.Second
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -363,71 +377,6 @@ func (a *approvals) failure(ctx context.Context, err error) *failure {
 	}
 	a.o.Logger.ErrorContext(ctx, "approvals", "err", err)
 	return &failure{http.StatusInternalServerError, asc.InternalError, "The approval store failed; nothing was decided."}
-}
-
-func (a *approvals) events(w http.ResponseWriter, r *http.Request) {
-	fl, ok := w.(http.Flusher)
-	if !ok {
-		problem(w, asc.InternalError, http.StatusInternalServerError, "Streaming is not supported here.")
-		return
-	}
-	after, resume := uint64(0), false
-	if v := r.Header.Get("Last-Event-ID"); v != "" {
-		after, resume = parseSeq(v)
-	} else if v := r.URL.Query().Get("after"); v != "" {
-		after, resume = parseSeq(v)
-	}
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-store")
-	w.Header().Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	lastBeat := time.Now()
-	alive := a.sessionCheck(r)
-	err := a.o.Authority.Follow(r.Context(), after, resume, a.o.Poll, aais.Follower{
-		Message: func(m *aais.Message) error { return writeEvent(w, m) },
-		Gap: func(p aais.EventPage) error {
-			_, err := fmt.Fprintf(w, "event: gap\ndata: {\"store_id\":%q,\"latest\":%d}\n\n", p.StoreID, p.Latest)
-			return err
-		},
-		Idle: func(wrote bool) error {
-			if err := alive(); err != nil {
-				return err
-			}
-			if !wrote && time.Since(lastBeat) >= a.o.Heartbeat {
-				if _, err := io.WriteString(w, ": keepalive\n\n"); err != nil {
-					return err
-				}
-				wrote = true
-			}
-			if wrote {
-				lastBeat = time.Now()
-				fl.Flush()
-			}
-			return nil
-		},
-	})
-	if err != nil && r.Context().Err() == nil && !errors.Is(err, errSessionEnded) {
-		a.o.Logger.ErrorContext(r.Context(), "approval events", "err", err)
-	}
-}
-
-func parseSeq(s string) (uint64, bool) {
-	n, err := strconv.ParseUint(s, 10, 64)
-	if err != nil || n > aais.MaxSequence {
-		return 0, false
-	}
-	return n, true
-}
-
-// writeEvent writes m as one SSE event. Marshal's output is one line, so
-// it fits one data field.
-func writeEvent(w io.Writer, m *aais.Message) error {
-	b, err := aais.Marshal(m)
-	if err != nil {
-		return err
-	}
-	_, err = fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", m.Sequence, m.Type, b)
-	return err
 }
 
 func writeMessage(w http.ResponseWriter, status int, m *aais.Message) {

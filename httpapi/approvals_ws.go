@@ -20,7 +20,10 @@ import (
 // and a fresh snapshot); the client sends approval.decided envelopes and
 // gets each one's approval.resolved receipt (or a problem document with its
 // ASC status) on the same, authenticated connection. A client that
-// reconnects starts again from the snapshot, as AAIS prescribes.
+// reconnects starts again from the snapshot, as AAIS prescribes. A client
+// that falls StreamMaxLag events behind is closed with status 1013 (try
+// again later) and the reason slow_consumer; a write that takes longer
+// than StreamWriteTimeout closes the connection.
 func (a *approvals) websocket(w http.ResponseWriter, r *http.Request) {
 	// The Origin allow-list applies here too: a WebSocket can carry
 	// decisions.
@@ -46,7 +49,7 @@ func (a *approvals) websocket(w http.ResponseWriter, r *http.Request) {
 	write := func(b []byte) error {
 		mu.Lock()
 		defer mu.Unlock()
-		wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
+		wctx, wcancel := context.WithTimeout(ctx, a.o.StreamWriteTimeout)
 		defer wcancel()
 		return c.Write(wctx, websocket.MessageText, b)
 	}
@@ -76,13 +79,8 @@ func (a *approvals) websocket(w http.ResponseWriter, r *http.Request) {
 	lastPing := time.Now()
 	alive := a.sessionCheck(r)
 	err = a.o.Authority.Follow(ctx, 0, false, a.o.Poll, aais.Follower{
-		Message: func(m *aais.Message) error {
-			b, err := aais.Marshal(m)
-			if err != nil {
-				return err
-			}
-			return write(b)
-		},
+		// The encoding is shared with every other stream.
+		Wire: func(_ *aais.Message, wire []byte) error { return write(wire) },
 		Gap: func(p aais.EventPage) error {
 			b, _ := json.Marshal(map[string]any{"type": "gap", "store_id": p.StoreID, "latest": p.Latest})
 			return write(b)
@@ -99,9 +97,18 @@ func (a *approvals) websocket(w http.ResponseWriter, r *http.Request) {
 			defer pcancel()
 			return c.Ping(pctx)
 		},
+		IdleEvery: min(a.o.Heartbeat, time.Second),
+		MaxLag:    a.o.StreamMaxLag,
 	})
 	if errors.Is(err, errSessionEnded) {
 		_ = c.Close(websocket.StatusPolicyViolation, "the session ended")
+		return
+	}
+	if errors.Is(err, aais.ErrSlowFollower) {
+		// Too far behind: the client reconnects and starts from a
+		// snapshot; the other streams were not held up.
+		a.o.Logger.InfoContext(r.Context(), "approvals websocket: client cut off", "reason", "slow_consumer", "err", err)
+		_ = c.Close(websocket.StatusTryAgainLater, "slow_consumer: too far behind the event stream; reconnect")
 		return
 	}
 	if err != nil && ctx.Err() == nil {
