@@ -299,9 +299,18 @@ func copyTimestamp(ts Timestamp) bool {
 
 // ---- deep copies ----
 
-// clone returns a deep copy of m sharing nothing a caller can change: maps,
-// slices and raw values are copied; an Action, which nothing can change,
-// is shared.
+// Clone returns a deep copy of m that shares nothing either could change:
+// maps, slices, payloads and raw values are copied; the Action, which
+// cannot be changed, is shared. A store that keeps the messages
+// MarshalCopy returned hands out clones of them, so no caller can change
+// what it keeps. Clone does not validate; a nil m gives nil.
+func (m *Message) Clone() *Message {
+	if m == nil {
+		return nil
+	}
+	return m.clone()
+}
+
 func (m *Message) clone() *Message {
 	c := *m
 	c.Extensions = m.Extensions.clone()

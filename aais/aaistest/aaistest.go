@@ -114,6 +114,7 @@ func Run(t *testing.T, b Backend) {
 		{"WaitAcrossHandles", testWaitAcrossHandles},
 		{"SnapshotAndEventsRebuildPending", testViewRebuild},
 		{"ActivityChangesNothing", testActivity},
+		{"ReturnedValuesArePrivate", testReturnedValuesArePrivate},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -805,5 +806,130 @@ func testCancelOwnedRace(t *testing.T, f *fixture) {
 		default:
 			t.Fatalf("round %d: stored outcome %s", i, stored.Resolution.Outcome)
 		}
+	}
+}
+
+// testReturnedValuesArePrivate: whatever a store returns, and whatever it
+// was given, the caller may change without changing what the store keeps.
+func testReturnedValuesArePrivate(t *testing.T, f *fixture) {
+	r := f.request(t, "1", reqOpt{})
+	ev, _, err := f.auth.Create(f.ctx, r)
+	if err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	wantRequest := wire(t, ev)
+	scribbleRequest(r)
+	scribbleMessage(ev)
+	receipt := f.decide(t, f.decision(t, f.request(t, "1", reqOpt{}), aais.Approve, aais.ScopeSession, "dec_private"), nil)
+	wantReceipt := wire(t, receipt)
+	scribbleMessage(receipt)
+	if _, _, err := f.auth.Create(f.ctx, f.request(t, "2", reqOpt{session: "s-2"})); err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	wantEvents := func() []string {
+		var out []string
+		for _, m := range f.events(t, 0).Events {
+			out = append(out, wire(t, m))
+		}
+		return out
+	}()
+	rules, err := f.store.Rules(f.ctx)
+	if err != nil || len(rules) != 1 {
+		t.Fatalf("Rules = %v, %v; want the session rule", rules, err)
+	}
+	wantRule, err := rules[0].MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Change everything reachable from everything the store returns.
+	for range 2 {
+		st := f.state(t, "apr_1")
+		scribbleMessage(st.Request.Event)
+		scribbleMessage(st.Resolution.Event)
+		pending, _, err := f.store.Pending(f.ctx)
+		if err != nil {
+			t.Fatalf("Pending: %v", err)
+		}
+		for _, p := range pending {
+			scribbleMessage(p.Event)
+		}
+		for _, m := range f.events(t, 0).Events {
+			scribbleMessage(m)
+		}
+		rs, err := f.store.Rules(f.ctx)
+		if err != nil {
+			t.Fatalf("Rules: %v", err)
+		}
+		for _, ru := range rs {
+			ru.ID = "changed"
+			ru.Origin.SessionID = "changed"
+		}
+	}
+
+	st := f.state(t, "apr_1")
+	if got := wire(t, st.Request.Event); got != wantRequest {
+		t.Fatalf("stored request changed through a returned value:\n%s\nwant\n%s", got, wantRequest)
+	}
+	if got := wire(t, st.Resolution.Event); got != wantReceipt {
+		t.Fatalf("stored receipt changed through a returned value:\n%s\nwant\n%s", got, wantReceipt)
+	}
+	for i, m := range f.events(t, 0).Events {
+		if got := wire(t, m); i >= len(wantEvents) || got != wantEvents[i] {
+			t.Fatalf("event %d changed through a returned value:\n%s", i+1, got)
+		}
+	}
+	rules, err = f.store.Rules(f.ctx)
+	if err != nil || len(rules) != 1 {
+		t.Fatalf("Rules = %v, %v", rules, err)
+	}
+	if got, _ := rules[0].MarshalJSON(); string(got) != string(wantRule) {
+		t.Fatalf("stored rule changed through a returned value:\n%s\nwant\n%s", got, wantRule)
+	}
+}
+
+// scribbleMessage changes in place everything of m a caller can reach.
+func scribbleMessage(m *aais.Message) {
+	if m == nil {
+		return
+	}
+	m.ID = "changed"
+	m.Sequence++
+	scribbleRaw(m.Extensions)
+	if m.Request != nil {
+		scribbleRequest(m.Request)
+	}
+	if d := m.Decision; d != nil {
+		d.ID = "changed"
+		scribbleRaw(d.Extensions)
+	}
+	if r := m.Resolution; r != nil {
+		r.Message = "changed"
+		r.Outcome = aais.OutcomeDenied
+		scribbleRaw(r.Extensions)
+	}
+}
+
+func scribbleRequest(r *aais.Request) {
+	r.ID = "changed"
+	r.Origin.SessionID = "changed"
+	for i := range r.Risk.Reasons {
+		r.Risk.Reasons[i] = "changed"
+	}
+	for i := range r.Choices {
+		r.Choices[i].Label = "changed"
+		scribbleRaw(r.Choices[i].ScopeConstraints)
+	}
+	r.Choices = append(r.Choices[:0], r.Choices[len(r.Choices)-1])
+	scribbleRaw(r.Extensions)
+}
+
+// scribbleRaw overwrites every raw value of a map in place and adds a member.
+func scribbleRaw[M ~map[string]V, V ~[]byte](m M) {
+	for k, v := range m {
+		for i := range v {
+			v[i] = ' '
+		}
+		m[k+"x"] = v
 	}
 }

@@ -3,9 +3,11 @@
 // tests, demos and single-process runtimes that accept losing pending
 // approvals on restart; nothing survives the process.
 //
-// Every message is kept as the JSON aais.Marshal produced and parsed again
-// on every read, so callers always get private, validated copies and a
-// stored message can never be changed through a pointer.
+// Every message is kept as the validated copy aais.MarshalCopy returned
+// when it was written, which nothing ever changes, and every read hands out
+// a deep copy of it (aais.Message.Clone), so callers always get private,
+// validated copies and a stored message can never be changed through a
+// pointer.
 package memstore
 
 import (
@@ -26,17 +28,19 @@ type Store struct {
 	mu       sync.Mutex
 	id       string
 	latest   uint64
-	events   [][]byte // events[i] has sequence i+1
+	events   []*aais.Message // events[i] has sequence i+1; never changed
 	requests map[string]*entry
 	rules    map[string][]byte // rule JSON by id
 }
 
+// entry is one request. Its messages are never changed once stored; they
+// are only ever handed out as clones.
 type entry struct {
-	request    []byte
+	request    *aais.Message
 	requestFP  string
 	owner      *aais.ProcessIdentity
-	sequence   uint64 // of the approval.requested event
-	resolution []byte // nil while pending
+	sequence   uint64        // of the approval.requested event
+	resolution *aais.Message // nil while pending
 	decisionFP string
 }
 
@@ -78,28 +82,29 @@ func (s *Store) reset() {
 }
 
 // append builds an event under the next sequence. The caller holds mu.
-func (s *Store) append(m *aais.Message) ([]byte, uint64, error) {
+func (s *Store) append(m *aais.Message) (*aais.Message, uint64, error) {
 	if s.latest >= aais.MaxSequence {
 		return nil, 0, aais.ErrSequenceExhausted
 	}
 	return s.appendAt(m, s.latest+1)
 }
 
-// appendAt builds m's event under sequence seq.
-func (s *Store) appendAt(m *aais.Message, seq uint64) ([]byte, uint64, error) {
+// appendAt builds m's event under sequence seq: a validated copy that
+// shares nothing with m.
+func (s *Store) appendAt(m *aais.Message, seq uint64) (*aais.Message, uint64, error) {
 	c := *m
 	c.Sequence = seq
-	b, err := aais.Marshal(&c)
+	_, ev, err := aais.MarshalCopy(&c)
 	if err != nil {
 		return nil, 0, err
 	}
-	return b, c.Sequence, nil
+	return ev, seq, nil
 }
 
 // commit makes an event built by append part of the log. The caller holds
 // mu and has already stored the state the event announces.
-func (s *Store) commit(b []byte, seq uint64) {
-	s.events = append(s.events, b)
+func (s *Store) commit(ev *aais.Message, seq uint64) {
+	s.events = append(s.events, ev)
 	s.latest = seq
 }
 
@@ -121,11 +126,11 @@ func (s *Store) CreateRequestIfAbsent(ctx context.Context, rec aais.RequestRecor
 		out, err := e.requestRecord()
 		return out, false, err
 	}
-	b, seq, err := s.append(rec.Event)
+	ev, seq, err := s.append(rec.Event)
 	if err != nil {
 		return aais.RequestRecord{}, false, err
 	}
-	e := &entry{request: b, requestFP: rec.Fingerprint, sequence: seq, owner: cloneOwner(rec.Owner)}
+	e := &entry{request: ev, requestFP: rec.Fingerprint, sequence: seq, owner: cloneOwner(rec.Owner)}
 	var resolution func()
 	if rec.Resolution != nil {
 		// Checked and built before anything changes, so a refusal
@@ -135,7 +140,7 @@ func (s *Store) CreateRequestIfAbsent(ctx context.Context, rec aais.RequestRecor
 		}
 	}
 	s.requests[id] = e
-	s.commit(b, seq)
+	s.commit(ev, seq)
 	if resolution != nil {
 		resolution()
 	}
@@ -161,16 +166,16 @@ func (s *Store) resolve(e *entry, rec aais.ResolutionRecord, last uint64) (func(
 	if last >= aais.MaxSequence {
 		return nil, aais.ErrSequenceExhausted
 	}
-	b, seq, err := s.appendAt(rec.Event, last+1)
+	ev, seq, err := s.appendAt(rec.Event, last+1)
 	if err != nil {
 		return nil, err
 	}
 	return func() {
-		e.resolution, e.decisionFP = b, rec.DecisionFingerprint
+		e.resolution, e.decisionFP = ev, rec.DecisionFingerprint
 		if rule != nil {
 			s.rules[rec.Rule.ID] = rule
 		}
-		s.commit(b, seq)
+		s.commit(ev, seq)
 	}, nil
 }
 
@@ -278,22 +283,18 @@ func (s *Store) EventsAfter(ctx context.Context, after uint64, limit int) (aais.
 	}
 	s.mu.Lock()
 	page := aais.EventPage{Latest: s.latest, StoreID: s.id, Gap: after > s.latest}
-	var raw [][]byte
+	var evs []*aais.Message
 	if after < s.latest {
-		raw = s.events[after:]
-		if limit > 0 && len(raw) > limit {
-			raw = raw[:limit]
+		evs = s.events[after:]
+		if limit > 0 && len(evs) > limit {
+			evs = evs[:limit]
 		}
 	}
 	s.mu.Unlock()
-	// The stored byte slices are never modified, so they can be parsed
+	// The stored messages are never modified, so they can be copied
 	// outside the lock.
-	for _, b := range raw {
-		m, err := aais.Parse(b)
-		if err != nil {
-			return aais.EventPage{}, err
-		}
-		page.Events = append(page.Events, m)
+	for _, m := range evs {
+		page.Events = append(page.Events, m.Clone())
 	}
 	return page, nil
 }
@@ -348,19 +349,11 @@ func cloneOwner(o *aais.ProcessIdentity) *aais.ProcessIdentity {
 }
 
 func (e *entry) requestRecord() (aais.RequestRecord, error) {
-	m, err := aais.Parse(e.request)
-	if err != nil {
-		return aais.RequestRecord{}, err
-	}
-	return aais.RequestRecord{Event: m, Fingerprint: e.requestFP, Owner: cloneOwner(e.owner)}, nil
+	return aais.RequestRecord{Event: e.request.Clone(), Fingerprint: e.requestFP, Owner: cloneOwner(e.owner)}, nil
 }
 
 func (e *entry) resolutionRecord() (aais.ResolutionRecord, error) {
-	m, err := aais.Parse(e.resolution)
-	if err != nil {
-		return aais.ResolutionRecord{}, err
-	}
-	return aais.ResolutionRecord{Event: m, DecisionFingerprint: e.decisionFP}, nil
+	return aais.ResolutionRecord{Event: e.resolution.Clone(), DecisionFingerprint: e.decisionFP}, nil
 }
 
 func (e *entry) state() (aais.RequestState, error) {
