@@ -25,6 +25,13 @@ type Options struct {
 	// names and short values a protocol repeats in every document instead
 	// of allocating them again.
 	Strings *StringTable
+	// ShareInput lets Decode copy the input into one string and return the
+	// unescaped strings and numbers (and member names) of the document as
+	// slices of it, instead of allocating each. A decoder that keeps any
+	// of them keeps the whole copy alive; use it where the document lives
+	// and dies as a whole, such as a received envelope. It takes precedence
+	// over Strings.
+	ShareInput bool
 }
 
 // StringTable is an immutable set of strings that Decode shares. Build one

@@ -1,6 +1,7 @@
 package jcs
 
 import (
+	"encoding/binary"
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -53,6 +54,14 @@ func (s *scanner) stringToken() (raw []byte, escaped bool, err *Error) {
 	start := s.pos
 	data := s.data
 	for i := start; i < len(data); {
+		// Eight plain bytes at a time: printable ASCII other than '"'
+		// and '\\' needs no further look.
+		for i+8 <= len(data) && plain8(binary.LittleEndian.Uint64(data[i:])) {
+			i += 8
+		}
+		if i >= len(data) {
+			break
+		}
 		ch := data[i]
 		switch {
 		case ch == '"':
@@ -93,6 +102,26 @@ func (s *scanner) stringToken() (raw []byte, escaped bool, err *Error) {
 	}
 	s.pos = len(data)
 	return nil, false, s.fail(ErrSyntax, "unterminated string")
+}
+
+// Byte-lane masks for plain8.
+const (
+	lanes01 = 0x0101010101010101
+	lanes80 = 0x8080808080808080
+)
+
+// plain8 reports whether all eight bytes of w (little-endian from the
+// input) are ASCII at or above 0x20 and none is '"' or '\\'. Each test is
+// the exact "some byte is zero" (or "below n") bit trick: it may mark lanes
+// above the first match wrongly, but it is non-zero exactly when a match
+// exists, and only that is used.
+func plain8(w uint64) bool {
+	below20 := (w - lanes01*0x20) & ^w
+	quote := w ^ (lanes01 * '"')
+	quote = (quote - lanes01) & ^quote
+	backslash := w ^ (lanes01 * '\\')
+	backslash = (backslash - lanes01) & ^backslash
+	return (below20|quote|backslash|w)&lanes80 == 0
 }
 
 // unescape appends the decoded form of raw, a string body already checked by

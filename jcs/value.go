@@ -25,15 +25,32 @@ func (o *Options) Decode(data []byte) (any, error) {
 	}
 	d := decoders.Get().(*decoder)
 	defer d.release()
+	v, err := d.document(o, data, maxDepth, "")
+	if err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// document decodes data with d. With omit set it also keeps track of
+// whether data is its own canonical form and where the top-level member
+// omit lies (see DecodeCanonical).
+func (d *decoder) document(o *Options, data []byte, maxDepth int, omit string) (any, *Error) {
 	d.scanner = scanner{data: data, maxDepth: maxDepth}
 	if o != nil && o.Strings != nil {
 		d.names = o.Strings.m
 		d.shared = true
 	}
-	d.skipSpace()
+	if o != nil && o.ShareInput {
+		d.src = string(data)
+		d.retain = true
+	}
+	d.omit, d.omitStart, d.omitEnd, d.rootMembers = omit, -1, -1, 0
+	d.canonical = true
+	d.space()
 	v, err := d.value(0)
 	if err == nil {
-		d.skipSpace()
+		d.space()
 		if d.pos != len(d.data) {
 			err = d.fail(ErrSyntax, "data after the top-level value")
 		}
@@ -42,6 +59,15 @@ func (o *Options) Decode(data []byte) (any, error) {
 		return nil, err.finish()
 	}
 	return v, nil
+}
+
+// space skips white space, which no canonical document contains.
+func (d *decoder) space() {
+	at := d.pos
+	d.skipSpace()
+	if d.pos != at {
+		d.canonical = false
+	}
 }
 
 // decoders recycles the stacks of decoders between documents.
@@ -56,6 +82,10 @@ func (d *decoder) release() {
 	clear(d.pairs[:cap(d.pairs)])
 	d.elems, d.pairs = d.elems[:0], d.pairs[:0]
 	d.names, d.shared = nil, false
+	d.src, d.retain, d.omit = "", false, ""
+	if cap(d.scratch) > 1<<12 {
+		d.scratch = nil
+	}
 	if cap(d.elems) <= 1<<14 && cap(d.pairs) <= 1<<14 {
 		decoders.Put(d)
 	}
@@ -74,6 +104,22 @@ type decoder struct {
 	// document's names.
 	names  map[string]string
 	shared bool
+	// src is a string copy of the input when Options.ShareInput is set
+	// (retain): unescaped strings and numbers are then slices of it.
+	src    string
+	retain bool
+	// canonical stays true while the input read so far is its own RFC
+	// 8785 canonical form: no white space, members in order, strings and
+	// numbers written as the canonicalizer writes them.
+	canonical bool
+	// omit is the top-level member DecodeCanonical leaves out; omitStart
+	// and omitEnd are its bytes in the input, from the name's opening quote
+	// to the end of its value (-1 when absent), and omitIndex its position
+	// among the rootMembers members of the top-level object.
+	omit                   string
+	omitStart, omitEnd     int
+	omitIndex, rootMembers int
+	scratch                []byte
 }
 
 type pair struct {
@@ -103,11 +149,23 @@ func (d *decoder) value(depth int) (any, *Error) {
 		if err != nil {
 			return nil, err
 		}
-		// Integer literals of up to 15 digits are always interoperable.
+		// Integer literals of up to 15 digits are always interoperable,
+		// and canonical as written except for "-0".
 		if !isInt || len(lit) > 15 {
-			if _, why := parseNumber(lit, isInt); why != "" {
+			f, why := parseNumber(lit, isInt)
+			if why != "" {
 				return nil, &Error{Err: ErrNumber, Offset: start, Detail: string(lit) + ": " + why}
 			}
+			if d.canonical {
+				var buf [32]byte
+				c, _ := AppendNumber(buf[:0], f)
+				d.canonical = string(c) == string(lit)
+			}
+		} else if len(lit) == 2 && lit[0] == '-' && lit[1] == '0' {
+			d.canonical = false
+		}
+		if d.retain {
+			return json.Number(d.src[start:d.pos]), nil
 		}
 		return json.Number(lit), nil
 	}
@@ -127,6 +185,9 @@ func (d *decoder) str() (string, *Error) {
 		return "", err
 	}
 	if !escaped {
+		if d.retain {
+			return d.src[d.pos-1-len(raw) : d.pos-1], nil
+		}
 		if d.shared {
 			if s, ok := d.names[string(raw)]; ok {
 				return s, nil
@@ -134,8 +195,21 @@ func (d *decoder) str() (string, *Error) {
 		}
 		return string(raw), nil
 	}
+	return d.unescaped(raw)
+}
+
+// unescaped decodes a string body with escapes and notes whether the
+// escapes are the ones the canonicalizer writes.
+func (d *decoder) unescaped(raw []byte) (string, *Error) {
 	b, err := d.unescape(make([]byte, 0, len(raw)), raw)
-	return string(b), err
+	if err != nil {
+		return "", err
+	}
+	if d.canonical {
+		d.scratch = appendString(d.scratch[:0], b)
+		d.canonical = string(d.scratch[1:len(d.scratch)-1]) == string(raw)
+	}
+	return string(b), nil
 }
 
 // name reads a member name, sharing the string with earlier equal names.
@@ -145,8 +219,10 @@ func (d *decoder) name() (string, *Error) {
 		return "", err
 	}
 	if escaped {
-		b, err := d.unescape(make([]byte, 0, len(raw)), raw)
-		return string(b), err
+		return d.unescaped(raw)
+	}
+	if d.retain {
+		return d.src[d.pos-1-len(raw) : d.pos-1], nil
 	}
 	if s, ok := d.names[string(raw)]; ok {
 		return s, nil
@@ -169,21 +245,21 @@ func (d *decoder) array(depth int) (any, *Error) {
 		return nil, d.fail(ErrDepth, "more than "+strconv.Itoa(d.maxDepth)+" nested containers")
 	}
 	d.pos++
-	d.skipSpace()
+	d.space()
 	if d.peek() == ']' {
 		d.pos++
 		return []any{}, nil
 	}
 	base := len(d.elems)
 	for i := 0; ; i++ {
-		d.skipSpace()
+		d.space()
 		v, err := d.value(depth)
 		if err != nil {
 			d.elems = d.elems[:base]
 			return nil, err.within(strconv.Itoa(i))
 		}
 		d.elems = append(d.elems, v)
-		d.skipSpace()
+		d.space()
 		switch d.peek() {
 		case ',':
 			d.pos++
@@ -206,7 +282,7 @@ func (d *decoder) object(depth int) (any, *Error) {
 		return nil, d.fail(ErrDepth, "more than "+strconv.Itoa(d.maxDepth)+" nested containers")
 	}
 	d.pos++
-	d.skipSpace()
+	d.space()
 	if d.peek() == '}' {
 		d.pos++
 		return map[string]any{}, nil
@@ -227,8 +303,9 @@ func (d *decoder) object(depth int) (any, *Error) {
 // switches to its map as soon as it outgrows the scan.
 func (d *decoder) members(depth, base int) (map[string]any, *Error) {
 	var big map[string]any
-	for {
-		d.skipSpace()
+	var prev string
+	for i := 0; ; i++ {
+		d.space()
 		if d.peek() != '"' {
 			return nil, d.unexpected("a member name")
 		}
@@ -248,18 +325,29 @@ func (d *decoder) members(depth, base int) (map[string]any, *Error) {
 				}
 			}
 		}
+		if d.canonical && i > 0 {
+			// Canonical members are in strictly increasing order.
+			d.canonical = compareUTF16(prev, name) < 0
+		}
+		prev = name
 		if dup {
 			return nil, (&Error{Err: ErrDuplicateKey, Offset: nameAt, Detail: strconv.Quote(name)}).within(name)
 		}
-		d.skipSpace()
+		d.space()
 		if d.peek() != ':' {
 			return nil, d.unexpected("':'").within(name)
 		}
 		d.pos++
-		d.skipSpace()
+		d.space()
 		v, err := d.value(depth)
 		if err != nil {
 			return nil, err.within(name)
+		}
+		if depth == 1 {
+			d.rootMembers++
+			if d.omit != "" && name == d.omit {
+				d.omitStart, d.omitEnd, d.omitIndex = nameAt, d.pos, i
+			}
 		}
 		if big != nil {
 			big[name] = v
@@ -272,7 +360,7 @@ func (d *decoder) members(depth, base int) (map[string]any, *Error) {
 				}
 			}
 		}
-		d.skipSpace()
+		d.space()
 		switch d.peek() {
 		case ',':
 			d.pos++

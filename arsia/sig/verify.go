@@ -58,6 +58,10 @@ var decodeOptions = &jcs.Options{MaxSize: MaxEnvelopeBytes, Strings: jcs.NewStri
 	"MIFID-II", "DORA", "DSA-VLOP", "PAC-AGRICULTURE",
 )}
 
+// sharedDecodeOptions is decodeOptions for DecodeAndVerify, whose strings
+// share one copy of the input.
+var sharedDecodeOptions = &jcs.Options{MaxSize: MaxEnvelopeBytes, ShareInput: true}
+
 // VerifyOptions is the verifier's policy.
 type VerifyOptions struct {
 	// Algorithms is the allow-list for security.alg, for example
@@ -115,6 +119,7 @@ func parseSecurity(env map[string]any) (*security, error) {
 		return nil, fmt.Errorf("%w: security is not an object", ErrMalformed)
 	}
 	var s security
+	bad, hasBad := "", false
 	for k, v := range m {
 		var ok bool
 		switch k {
@@ -131,9 +136,14 @@ func parseSecurity(env map[string]any) (*security, error) {
 		case secEncMethod:
 			s.encMethod, ok = v.(string)
 		}
-		if !ok {
-			return nil, fmt.Errorf("%w: security member %q is unknown or of the wrong type", ErrMalformed, k)
+		// Of several bad members the first in name order is named, so
+		// that the message does not depend on map order.
+		if !ok && (!hasBad || k < bad) {
+			bad, hasBad = k, true
 		}
+	}
+	if hasBad {
+		return nil, fmt.Errorf("%w: security member %q is unknown or of the wrong type", ErrMalformed, bad)
 	}
 	if s.alg == "" || s.kid == "" || s.sig == "" {
 		return nil, fmt.Errorf("%w: security needs alg, kid and sig", ErrMalformed)
@@ -196,6 +206,45 @@ func Verify(ctx context.Context, env map[string]any, keys KeySource, opts Verify
 		return nil, err
 	}
 	*buf = input
+	return verifyInput(ctx, env, input, keys, opts)
+}
+
+// DecodeAndVerify is DecodeEnvelope followed by Verify, in one read of
+// data: the signing input is taken from the decoder (copied from data when
+// data is canonical, as a signer's output is) instead of being written
+// again from the decoded envelope, and the decoded envelope, which nobody
+// else holds, is returned as Verified.Envelope without a further copy. It
+// accepts and refuses exactly what DecodeEnvelope and Verify together do,
+// with the same errors.
+//
+// The strings of Verified.Envelope share one copy of data (see
+// jcs.Options.ShareInput): whoever keeps one of them beyond the message's
+// life should keep a strings.Clone of it.
+func DecodeAndVerify(ctx context.Context, data []byte, keys KeySource, opts VerifyOptions) (*Verified, error) {
+	if len(data) > MaxEnvelopeBytes {
+		return nil, fmt.Errorf("%w: envelope larger than %d bytes", ErrMalformed, MaxEnvelopeBytes)
+	}
+	buf := inputBuffers.Get().(*[]byte)
+	defer func() {
+		if cap(*buf) <= 1<<20 {
+			inputBuffers.Put(buf)
+		}
+	}()
+	v, input, err := sharedDecodeOptions.DecodeCanonical((*buf)[:0], data, "security")
+	*buf = input
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrMalformed, err)
+	}
+	env, ok := v.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("%w: envelope is not a JSON object", ErrMalformed)
+	}
+	return verifyInput(ctx, env, input, keys, opts)
+}
+
+// verifyInput is Verify once the signing input of env is known; env is
+// the caller's private copy.
+func verifyInput(ctx context.Context, env map[string]any, input []byte, keys KeySource, opts VerifyOptions) (*Verified, error) {
 	sec, err := parseSecurity(env)
 	if err != nil {
 		return nil, err
