@@ -307,9 +307,28 @@ func (s Snapshot) MarshalJSON() ([]byte, error) {
 	return encode(w)
 }
 
-// encode marshals without HTML escaping, so "<", ">" and "&" in raw
-// members are written as they came, and without the trailing newline.
+// encode marshals a wire value as encoding/json does without HTML
+// escaping, so "<", ">" and "&" in raw members are written as they came,
+// and without the trailing newline (see encode.go).
 func encode(v any) ([]byte, error) {
+	dst := make([]byte, 0, 1024)
+	switch w := v.(type) {
+	case *wireMessage:
+		return appendWireMessage(dst, w)
+	case *wireRequest:
+		return appendWireRequest(dst, w)
+	case *wireDecision:
+		return appendWireDecision(dst, w)
+	case *wireResolution:
+		return appendWireResolution(dst, w)
+	case *wireSnapshot:
+		return appendWireSnapshot(dst, w)
+	}
+	return encodeReflect(v)
+}
+
+// encodeReflect is encode through encoding/json, for any value.
+func encodeReflect(v any) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
