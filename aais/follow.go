@@ -30,17 +30,20 @@ type Follower struct {
 	// IdleEvery is how often Idle is called when nothing is delivered;
 	// Follow's poll interval when zero.
 	IdleEvery time.Duration
-	// MaxLag, when > 0, is how many events the follower may fall behind
-	// the newest one before Follow gives up on it and returns an error
-	// wrapping ErrSlowFollower: a client that cannot keep up is cut off,
-	// and resumes later from the last sequence it received, instead of
-	// being buffered for without bound. Zero: never cut off; a follower
-	// that falls behind reads the store itself until it has caught up.
-	MaxLag int
+	// MaxDelay, when > 0, is how long the follower's next event may wait
+	// for it: once an event this process read has not been taken by the
+	// follower for longer, Follow gives up on it and returns an error
+	// wrapping ErrSlowFollower. A client that cannot keep up is cut off,
+	// and resumes later after the last sequence it received, instead of
+	// being buffered for; the others are never held up either way. Zero:
+	// never cut off; a follower that falls out of the shared buffer (more
+	// than a thousand events behind) reads the store itself until it has
+	// caught up.
+	MaxDelay time.Duration
 }
 
 // ErrSlowFollower is what Follow returns (wrapped, with the figures) when
-// a follower fell more than Follower.MaxLag events behind. Nothing was
+// a follower let its next event wait longer than Follower.MaxDelay. Nothing was
 // skipped: the follower resumes after the last sequence it received.
 var ErrSlowFollower = errors.New("aais: the follower fell too far behind the event stream")
 
@@ -65,7 +68,7 @@ const followPage = 500
 // When the position can no longer be continued it calls Gap and starts
 // again from a fresh snapshot. It returns ctx's error when ctx ends, the
 // first error of the store or of a callback, or one wrapping
-// ErrSlowFollower (see Follower.MaxLag).
+// ErrSlowFollower (see Follower.MaxDelay).
 //
 // All the Follow calls on one store in a process share one reader of the
 // store: it reads each new event once, as soon as the store announces a
@@ -93,13 +96,19 @@ func (a *Authority) Follow(ctx context.Context, after uint64, resume bool, poll 
 			return err
 		}
 	}
+	// With MaxDelay, copy a few events at a time, so that the delay is
+	// checked as often.
+	limit := followPage
+	if f.MaxDelay > 0 {
+		limit = 16
+	}
 	idle := time.NewTicker(every)
 	defer idle.Stop()
 	var (
 		storeID string
 		epoch   uint64
 		inRing  bool // caught up with the store; reading the hub
-		live    bool // has read from the hub (MaxLag applies)
+		live    bool // has read from the hub (MaxDelay applies)
 		buf     []hubEntry
 		waitOn  <-chan struct{}
 	)
@@ -143,7 +152,7 @@ func (a *Authority) Follow(ctx context.Context, after uint64, resume bool, poll 
 		} else {
 			var v hubView
 			var covered bool
-			buf, v, covered = h.read(fl.after, followPage, buf[:0])
+			buf, v, covered = h.read(fl.after, limit, buf[:0])
 			switch {
 			case v.err != nil:
 				return v.err
@@ -155,13 +164,16 @@ func (a *Authority) Follow(ctx context.Context, after uint64, resume bool, poll 
 			case !covered && fl.after > v.latest:
 				// Ahead of the hub: it will catch up.
 				waitOn = v.changed
-			case !covered || (f.MaxLag > 0 && live && v.latest-fl.after > uint64(f.MaxLag)):
-				if f.MaxLag > 0 && live {
-					return fmt.Errorf("%w: %d events behind after sequence %d (at most %d)",
-						ErrSlowFollower, v.latest-fl.after, fl.after, f.MaxLag)
+			case !covered:
+				// Out of the ring: its next event is older than the
+				// ring's oldest.
+				if err := fl.slow(v.oldest, live); err != nil {
+					return err
 				}
-				inRing = false // out of the ring: catch up from the store
+				inRing = false // catch up from the store
 				continue
+			case len(buf) > 0 && fl.slow(buf[0].at, live) != nil:
+				return fl.slow(buf[0].at, live)
 			default:
 				live = true
 				for i := range buf {
@@ -171,7 +183,7 @@ func (a *Authority) Follow(ctx context.Context, after uint64, resume bool, poll 
 					}
 					buf[i] = hubEntry{} // do not keep it alive
 				}
-				if len(buf) == followPage || fl.after < v.latest {
+				if fl.after < v.latest {
 					continue
 				}
 				waitOn = v.changed
@@ -202,6 +214,19 @@ type following struct {
 	f     Follower
 	after uint64
 	wrote bool
+}
+
+// slow returns an ErrSlowFollower error when the follower is live and
+// MaxDelay is set and its next event was read before MaxDelay ago.
+func (fl *following) slow(at time.Time, live bool) error {
+	if fl.f.MaxDelay <= 0 || !live || at.IsZero() {
+		return nil
+	}
+	if d := time.Since(at); d > fl.f.MaxDelay {
+		return fmt.Errorf("%w: the event after sequence %d waited %v for it (at most %v)",
+			ErrSlowFollower, fl.after, d.Round(time.Millisecond), fl.f.MaxDelay)
+	}
+	return nil
 }
 
 // idle calls Idle.

@@ -9,7 +9,7 @@ import (
 
 // hubRing is how many of the latest events a hub keeps for its followers.
 // A follower that falls further behind reads the store itself (or is cut
-// off, see Follower.MaxLag).
+// off, see Follower.MaxDelay).
 const hubRing = 1024
 
 // A hub is the one reader of a store's event log in this process: it reads
@@ -54,6 +54,7 @@ type hub struct {
 type hubEntry struct {
 	msg  *Message
 	wire []byte
+	at   time.Time // when the hub read it
 }
 
 // hubView is what a follower sees of a hub at one moment.
@@ -62,6 +63,7 @@ type hubView struct {
 	storeID       string
 	epoch         uint64
 	first, latest uint64
+	oldest        time.Time // when ring[0] was read; zero when empty
 	err           error
 	changed       <-chan struct{}
 }
@@ -202,8 +204,9 @@ func (h *hub) readAll(ctx context.Context, pos uint64) uint64 {
 			return pos
 		}
 		add := make([]hubEntry, len(p.Events))
+		now := time.Now()
 		for i, m := range p.Events {
-			add[i].msg = m
+			add[i].msg, add[i].at = m, now
 			add[i].wire, _ = Marshal(m)
 		}
 		pos = p.Events[len(p.Events)-1].Sequence
@@ -257,8 +260,12 @@ func (h *hub) view() hubView {
 }
 
 func (h *hub) viewLocked() hubView {
-	return hubView{known: h.known, storeID: h.storeID, epoch: h.epoch, first: h.first, latest: h.latest,
+	v := hubView{known: h.known, storeID: h.storeID, epoch: h.epoch, first: h.first, latest: h.latest,
 		err: h.err, changed: h.changed}
+	if len(h.ring) > 0 {
+		v.oldest = h.ring[0].at
+	}
+	return v
 }
 
 // read appends to buf the events after after that the ring holds, at most

@@ -164,10 +164,10 @@ func TestFollowersShareOneReader(t *testing.T) {
 }
 
 // A follower that stops reading is cut off with ErrSlowFollower once it is
-// more than MaxLag events behind, without holding up the others, and
+// let an event wait longer than MaxDelay, without holding up the others, and
 // resumes after the last sequence it got without losing one.
 func TestSlowFollowerCutOff(t *testing.T) {
-	const maxLag, events = 20, 60
+	const maxDelay, events = 200 * time.Millisecond, 60
 	s := newNotifyingStore()
 	c := aaistest.NewClock(aaistest.Start)
 	a := aaistest.NewAuthority(t, s, c)
@@ -181,7 +181,7 @@ func TestSlowFollowerCutOff(t *testing.T) {
 	var once sync.Once
 	go func() {
 		slowDone <- a.Follow(ctx, 0, false, time.Hour, aais.Follower{
-			MaxLag: maxLag,
+			MaxDelay: maxDelay,
 			Message: func(m *aais.Message) error {
 				if m.Type != aais.TypeSnapshot {
 					<-release // stuck, as a client that stopped reading
@@ -195,7 +195,7 @@ func TestSlowFollowerCutOff(t *testing.T) {
 	fast := &follower{got: make(chan uint64, events)}
 	fastDone := make(chan error, 1)
 	go func() {
-		fastDone <- a.Follow(ctx, 0, false, time.Hour, aais.Follower{MaxLag: maxLag, Message: fast.message})
+		fastDone <- a.Follow(ctx, 0, false, time.Hour, aais.Follower{MaxDelay: maxDelay, Message: fast.message})
 	}()
 	for fast.snapshots() == 0 {
 		time.Sleep(time.Millisecond)
@@ -212,6 +212,7 @@ func TestSlowFollowerCutOff(t *testing.T) {
 			t.Fatalf("the fast follower is held up at %d (the slow one blocks it)", i)
 		}
 	}
+	time.Sleep(2 * maxDelay) // the slow follower's next event waits too long
 	close(release)
 	err := <-slowDone
 	if !errors.Is(err, aais.ErrSlowFollower) {
@@ -226,7 +227,7 @@ func TestSlowFollowerCutOff(t *testing.T) {
 	rctx, rcancel := context.WithCancel(ctx)
 	defer rcancel()
 	go func() {
-		_ = a.Follow(rctx, last, true, time.Hour, aais.Follower{MaxLag: maxLag, Message: rest.message})
+		_ = a.Follow(rctx, last, true, time.Hour, aais.Follower{MaxDelay: maxDelay, Message: rest.message})
 	}()
 	for i := last + 1; i <= events; i++ {
 		select {
@@ -250,7 +251,7 @@ func (f *follower) snapshots() int {
 	return f.snaps
 }
 
-// A follower without MaxLag that falls out of the shared buffer (more
+// A follower without MaxDelay that falls out of the shared buffer (more
 // than a thousand events behind) reads the store itself and loses
 // nothing.
 func TestFollowerCatchesUpFromStore(t *testing.T) {

@@ -111,13 +111,13 @@ type ApprovalsOptions struct {
 	// when zero); Heartbeat how often it sends a comment to keep proxies
 	// from closing an idle stream (15 s when zero).
 	Poll, Heartbeat time.Duration
-	// StreamMaxLag is how many events an event stream (SSE or WebSocket)
-	// may fall behind the newest before it is closed with a reason (a
-	// "cutoff" event; the client resumes with Last-Event-ID); 512 when
-	// zero. StreamWriteTimeout bounds each write to a stream (10 s when
-	// zero): a client that stops reading is cut off then. Either way the
-	// other streams are not slowed down.
-	StreamMaxLag       int
+	// StreamMaxDelay is how long an event may wait for an event stream
+	// (SSE or WebSocket) that is not taking it before the stream is
+	// closed with a reason (a "cutoff" event; the client resumes with
+	// Last-Event-ID); 5 s when zero. StreamWriteTimeout bounds each write
+	// to a stream (10 s when zero): a client that stops reading is cut
+	// off then. Either way the other streams are not slowed down.
+	StreamMaxDelay     time.Duration
 	StreamWriteTimeout time.Duration
 	// MaxBody caps a decision body (64 KiB when zero).
 	MaxBody int64
@@ -179,8 +179,8 @@ func NewApprovals(o ApprovalsOptions) (http.Handler, error) {
 	if o.MaxBody <= 0 {
 		o.MaxBody = 64 << 10
 	}
-	if o.StreamMaxLag <= 0 {
-		o.StreamMaxLag = 512
+	if o.StreamMaxDelay <= 0 {
+		o.StreamMaxDelay = 5 * time.Second
 	}
 	if o.StreamWriteTimeout <= 0 {
 		o.StreamWriteTimeout = 10 * time.Second

@@ -17,10 +17,11 @@ import (
 // events is GET /approvals/events, the SSE binding. Every stream of the
 // process is fed by one reader of the store (aais.Authority.Follow): an
 // event is read and encoded once and written to each stream from memory.
-// A stream that falls StreamMaxLag events behind, or whose write does not
-// complete within StreamWriteTimeout, is ended with a "cutoff" event
-// naming the reason and the sequence to resume after; the browser's
-// EventSource reconnects with Last-Event-ID and misses nothing.
+// A stream that lets an event wait longer than StreamMaxDelay, or whose
+// write does not complete within StreamWriteTimeout, is ended (the first
+// with a "cutoff" event naming the reason and the sequence to resume
+// after); the browser's EventSource reconnects with Last-Event-ID and
+// misses nothing.
 func (a *approvals) events(w http.ResponseWriter, r *http.Request) {
 	fl, ok := w.(http.Flusher)
 	if !ok {
@@ -90,7 +91,7 @@ func (a *approvals) events(w http.ResponseWriter, r *http.Request) {
 			return nil
 		},
 		IdleEvery: min(a.o.Heartbeat, time.Second),
-		MaxLag:    a.o.StreamMaxLag,
+		MaxDelay:  a.o.StreamMaxDelay,
 	})
 	switch {
 	case r.Context().Err() != nil, errors.Is(err, errSessionEnded):

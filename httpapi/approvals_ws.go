@@ -21,9 +21,9 @@ import (
 // gets each one's approval.resolved receipt (or a problem document with its
 // ASC status) on the same, authenticated connection. A client that
 // reconnects starts again from the snapshot, as AAIS prescribes. A client
-// that falls StreamMaxLag events behind is closed with status 1013 (try
-// again later) and the reason slow_consumer; a write that takes longer
-// than StreamWriteTimeout closes the connection.
+// that lets an event wait longer than StreamMaxDelay is closed with status
+// 1013 (try again later) and the reason slow_consumer; a write that takes
+// longer than StreamWriteTimeout closes the connection.
 func (a *approvals) websocket(w http.ResponseWriter, r *http.Request) {
 	// The Origin allow-list applies here too: a WebSocket can carry
 	// decisions.
@@ -98,7 +98,7 @@ func (a *approvals) websocket(w http.ResponseWriter, r *http.Request) {
 			return c.Ping(pctx)
 		},
 		IdleEvery: min(a.o.Heartbeat, time.Second),
-		MaxLag:    a.o.StreamMaxLag,
+		MaxDelay:  a.o.StreamMaxDelay,
 	})
 	if errors.Is(err, errSessionEnded) {
 		_ = c.Close(websocket.StatusPolicyViolation, "the session ended")
@@ -108,7 +108,7 @@ func (a *approvals) websocket(w http.ResponseWriter, r *http.Request) {
 		// Too far behind: the client reconnects and starts from a
 		// snapshot; the other streams were not held up.
 		a.o.Logger.InfoContext(r.Context(), "approvals websocket: client cut off", "reason", "slow_consumer", "err", err)
-		_ = c.Close(websocket.StatusTryAgainLater, "slow_consumer: too far behind the event stream; reconnect")
+		_ = c.Close(websocket.StatusTryAgainLater, "slow_consumer: too slow for the event stream; reconnect")
 		return
 	}
 	if err != nil && ctx.Err() == nil {
