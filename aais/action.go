@@ -21,6 +21,10 @@ import (
 type Action struct {
 	raw  json.RawMessage
 	view actionView
+	// digest is the action digest of raw, computed once when the Action
+	// is made ("" if that failed: Digest then reports why). raw never
+	// changes, so neither does its digest.
+	digest string
 }
 
 // actionView mirrors the schema's action object for reading only.
@@ -103,6 +107,7 @@ func actionFromRaw(raw []byte) (Action, error) {
 	if err := json.Unmarshal(a.raw, &a.view); err != nil {
 		return Action{}, fmt.Errorf("%w: action: %v", ErrMalformed, err)
 	}
+	a.digest, _ = ActionDigest(a.raw)
 	return a, nil
 }
 
@@ -136,6 +141,9 @@ func (o *Options) ActionDigest(raw []byte) (string, error) {
 func (a Action) Digest() (string, error) {
 	if len(a.raw) == 0 {
 		return "", fmt.Errorf("%w: empty action", ErrInvalid)
+	}
+	if a.digest != "" {
+		return a.digest, nil
 	}
 	return ActionDigest(a.raw)
 }

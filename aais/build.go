@@ -301,8 +301,7 @@ func (o *Options) NewMessage(h Header, p Payload) (*Message, error) {
 	if err := m.set(p); err != nil {
 		return nil, err
 	}
-	_, c, err := o.MarshalCopy(m)
-	return c, err
+	return o.Copy(m)
 }
 
 // set stores p as m's payload and sets m.Type.
@@ -349,8 +348,7 @@ func (o *Options) checkPayload(p Payload, at Timestamp) (*Message, error) {
 	if err := m.set(p); err != nil {
 		return nil, err
 	}
-	_, c, err := o.MarshalCopy(m)
-	return c, err
+	return o.Copy(m)
 }
 
 // idOr returns id, or a new one with the prefix when id is "".

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"sync"
 
 	"github.com/custos-runtime/custos/jcs"
 )
@@ -33,17 +34,23 @@ type Options struct {
 	Rand io.Reader
 }
 
+// defaultJCS is the jcs.Options of the default limits; nothing changes it.
+// Decoded documents are only ever checked and dropped here, never kept,
+// so their strings may share one copy of the input.
+var defaultJCS = &jcs.Options{MaxSize: DefaultMaxSize, MaxDepth: DefaultMaxDepth, ShareInput: true}
+
 func (o *Options) jcs() *jcs.Options {
-	j := &jcs.Options{MaxSize: DefaultMaxSize, MaxDepth: DefaultMaxDepth}
-	if o != nil {
-		if o.MaxSize > 0 {
-			j.MaxSize = o.MaxSize
-		}
-		if o.MaxDepth > 0 {
-			j.MaxDepth = o.MaxDepth
-		}
+	if o == nil || (o.MaxSize <= 0 && o.MaxDepth <= 0) {
+		return defaultJCS
 	}
-	return j
+	j := *defaultJCS
+	if o.MaxSize > 0 {
+		j.MaxSize = o.MaxSize
+	}
+	if o.MaxDepth > 0 {
+		j.MaxDepth = o.MaxDepth
+	}
+	return &j
 }
 
 // Parse reads one AAIS 1.0 message and returns it only if it is valid. It
@@ -122,6 +129,33 @@ func MarshalCopy(m *Message) ([]byte, *Message, error) {
 
 // MarshalCopy is the package-level MarshalCopy under o's limits.
 func (o *Options) MarshalCopy(m *Message) ([]byte, *Message, error) {
+	return o.marshalCopy(m, nil)
+}
+
+// Copy is MarshalCopy without the JSON: the validated deep copy of m that
+// Parse would read back from Marshal's output, or the error Marshal would
+// return. A store that keeps messages rather than bytes keeps the copy.
+func Copy(m *Message) (*Message, error) {
+	return (*Options)(nil).Copy(m)
+}
+
+// Copy is the package-level Copy under o's limits.
+func (o *Options) Copy(m *Message) (*Message, error) {
+	bp := encodeBuffers.Get().(*[]byte)
+	b, c, err := o.marshalCopy(m, (*bp)[:0])
+	// Parse copies whatever it keeps, so nothing in c refers to b.
+	if cap(b) <= 64<<10 {
+		*bp = b[:0]
+		encodeBuffers.Put(bp)
+	}
+	return c, err
+}
+
+// encodeBuffers recycles the JSON Copy writes only to check and drop.
+var encodeBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
+
+// marshalCopy is MarshalCopy writing the JSON into dst's spare capacity.
+func (o *Options) marshalCopy(m *Message, dst []byte) ([]byte, *Message, error) {
 	if m == nil {
 		return nil, nil, fmt.Errorf("%w: nil message", ErrInvalid)
 	}
@@ -129,7 +163,10 @@ func (o *Options) MarshalCopy(m *Message) ([]byte, *Message, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	b, err := encode(w)
+	if dst == nil {
+		dst = make([]byte, 0, 2048)
+	}
+	b, err := appendWireMessage(dst, w)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}

@@ -3,8 +3,8 @@
 // tests, demos and single-process runtimes that accept losing pending
 // approvals on restart; nothing survives the process.
 //
-// Every message is kept as the validated copy aais.MarshalCopy returned
-// when it was written, which nothing ever changes, and every read hands out
+// Every message is kept as the validated copy aais.Copy returned when it
+// was written, which nothing ever changes, and every read hands out
 // a deep copy of it (aais.Message.Clone), so callers always get private,
 // validated copies and a stored message can never be changed through a
 // pointer.
@@ -94,7 +94,7 @@ func (s *Store) append(m *aais.Message) (*aais.Message, uint64, error) {
 func (s *Store) appendAt(m *aais.Message, seq uint64) (*aais.Message, uint64, error) {
 	c := *m
 	c.Sequence = seq
-	_, ev, err := aais.MarshalCopy(&c)
+	ev, err := aais.Copy(&c)
 	if err != nil {
 		return nil, 0, err
 	}
