@@ -56,6 +56,7 @@ latency counts from when each request was due (no coordinated omission).`,
 	gw.Flags().StringVar(&cpuprofile, "cpuprofile", "", "write a CPU profile of the gateway run to this file")
 	cmd.AddCommand(gw, newBenchFloodCommand())
 	cmd.AddCommand(newBenchCrashCommand())
+	cmd.AddCommand(newBenchSSECommand())
 	return cmd
 }
 
