@@ -190,6 +190,8 @@ func parsePayload(p string) (Notification, bool) {
 
 // Changes implements aais.ChangeNotifier over Subscribe: Authority.Follow
 // on one replica reads the log as soon as any replica records an event.
+// Follow calls Changes once per Store in a process, however many followers
+// (reviewers' event streams) it serves: one LISTEN connection each.
 func (s *Store) Changes(ctx context.Context) (<-chan struct{}, error) {
 	sub, err := s.Subscribe(ctx)
 	if err != nil {
