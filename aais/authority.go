@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"io"
 	"time"
-
-	"github.com/custos-runtime/custos/jcs"
 )
 
 // DefaultStream is the stream an Authority writes its events on when
@@ -740,17 +738,4 @@ func receiptOf(r ResolutionRecord) (*Message, error) {
 		return nil, fmt.Errorf("%w: store returned a resolution record without a receipt", ErrInvalid)
 	}
 	return r.Event, nil
-}
-
-// fingerprint is the JCS SHA-256 digest of a payload's JSON.
-func fingerprint(p interface{ MarshalJSON() ([]byte, error) }) (string, error) {
-	b, err := p.MarshalJSON()
-	if err != nil {
-		return "", err
-	}
-	d, err := jcs.Digest(b)
-	if err != nil {
-		return "", errors.Join(ErrInvalid, err)
-	}
-	return d, nil
 }

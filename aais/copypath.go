@@ -234,6 +234,12 @@ func (c copyLimits) raw(v []byte, at int) bool {
 	if !c.fits(v, at) {
 		return false
 	}
+	// A string without escapes or a short integer needs no decoder: the
+	// strict rules (UTF-8, control characters, escapes, exact integers)
+	// hold for it by construction.
+	if isPlainScalar(v) && (v[0] == '"' || len(v) <= 15) {
+		return true
+	}
 	_, err := c.jcs.Decode(v)
 	return err == nil
 }

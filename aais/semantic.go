@@ -55,7 +55,16 @@ func checkChoices(is *issues, at string, choices []Choice) {
 		v Verdict
 		s Scope
 	}
-	first := map[pair]int{}
+	// The schema allows at most 10 choices; a linear search for an
+	// earlier equal pair beats allocating a map for them.
+	firstIndex := func(k pair, before int) (int, bool) {
+		for j := range before {
+			if (pair{choices[j].Decision, choices[j].Scope}) == k {
+				return j, true
+			}
+		}
+		return 0, false
+	}
 	exit := false
 	for i, c := range choices {
 		ci := index(at, i)
@@ -70,12 +79,9 @@ func checkChoices(is *issues, at string, choices []Choice) {
 			is.add(ci, RuleScopeConstraints,
 				fmt.Sprintf("a %s choice must carry scope_constraints: an authority never offers an unbounded approval", c.Scope))
 		}
-		k := pair{c.Decision, c.Scope}
-		if j, dup := first[k]; dup {
+		if j, dup := firstIndex(pair{c.Decision, c.Scope}, i); dup {
 			is.add(ci, RuleUniqueChoice,
 				fmt.Sprintf("(%s, %s) is already offered by choice %d", c.Decision, c.Scope, j))
-		} else {
-			first[k] = i
 		}
 	}
 	if !exit {
