@@ -165,14 +165,14 @@ func ValidateSemantic(env map[string]any, opts SemanticOptions) []Issue {
 		}
 	}
 
-	ts, tsErr := timestampMember(env, "ts")
+	ts := envelopeTS{raw: env["ts"]}
 	if v, present := env["expires_at"]; present {
-		checkAfterTS(&l, IssueExpiresAtNotAfterTS, "/expires_at", "expires_at", v, ts, tsErr, env["ts"])
+		checkAfterTS(&l, IssueExpiresAtNotAfterTS, "/expires_at", "expires_at", v, &ts)
 	}
 	if v, present := env["idempotency"]; present {
 		if idem, ok := objectOf(v); ok {
 			if exp, present := idem["expires_at"]; present {
-				checkAfterTS(&l, IssueIdempotencyExpiresAtNotAfterTS, "/idempotency/expires_at", "idempotency.expires_at", exp, ts, tsErr, env["ts"])
+				checkAfterTS(&l, IssueIdempotencyExpiresAtNotAfterTS, "/idempotency/expires_at", "idempotency.expires_at", exp, &ts)
 			}
 			if key, present := idem["key"]; present {
 				checkIdempotencyKey(&l, key)
@@ -257,41 +257,53 @@ func checkEnvelopeCapabilities(l *issueList, env map[string]any, intent string) 
 // (the checks time.Parse makes) is converted directly; anything else, and
 // every error, comes from ParseTimestamp.
 func parseTimestamp(s string) (time.Time, error) {
-	const layout = "dddd-dd-ddTdd:dd:dd.dddZ"
-	if len(s) != len(layout) {
+	if !wellFormedTimestamp(s) {
 		return ParseTimestamp(s)
 	}
-	for i := 0; i < len(layout); i++ {
-		if c := s[i]; layout[i] == 'd' && (c < '0' || c > '9') || layout[i] != 'd' && c != layout[i] {
-			return ParseTimestamp(s)
-		}
-	}
-	num := func(from, to int) int {
-		n := 0
-		for _, c := range []byte(s[from:to]) {
-			n = n*10 + int(c-'0')
-		}
-		return n
-	}
-	year, month, day := num(0, 4), num(5, 7), num(8, 10)
-	hour, minute, sec, ms := num(11, 13), num(14, 16), num(17, 19), num(20, 23)
-	if month < 1 || month > 12 || day < 1 || day > daysIn(time.Month(month), year) ||
-		hour > 23 || minute > 59 || sec > 59 {
-		return ParseTimestamp(s)
-	}
+	year, month, day := digitsAt(s, 0, 4), digitsAt(s, 5, 7), digitsAt(s, 8, 10)
+	hour, minute, sec, ms := digitsAt(s, 11, 13), digitsAt(s, 14, 16), digitsAt(s, 17, 19), digitsAt(s, 20, 23)
 	return time.Date(year, time.Month(month), day, hour, minute, sec, ms*int(time.Millisecond), time.UTC), nil
 }
 
-// daysIn is the length of month in year (proleptic Gregorian, as time.Parse
-// checks it).
-func daysIn(m time.Month, year int) int {
-	if m == time.February {
-		if year%4 == 0 && (year%100 != 0 || year%400 == 0) {
-			return 29
-		}
-		return 28
+// wellFormedTimestamp reports that s is exactly YYYY-MM-DDTHH:MM:SS.mmmZ
+// with every field in range, the checks time.Parse makes: ParseTimestamp
+// accepts it. Such timestamps, all of one width and in UTC, order as
+// strings in the order of the instants they name.
+func wellFormedTimestamp(s string) bool {
+	const layout = "dddd-dd-ddTdd:dd:dd.dddZ"
+	if len(s) != len(layout) {
+		return false
 	}
-	return time.Date(year, m+1, 0, 0, 0, 0, 0, time.UTC).Day()
+	for i := 0; i < len(layout); i++ {
+		if c := s[i]; layout[i] == 'd' && (c < '0' || c > '9') || layout[i] != 'd' && c != layout[i] {
+			return false
+		}
+	}
+	year, month, day := digitsAt(s, 0, 4), digitsAt(s, 5, 7), digitsAt(s, 8, 10)
+	hour, minute, sec := digitsAt(s, 11, 13), digitsAt(s, 14, 16), digitsAt(s, 17, 19)
+	return month >= 1 && month <= 12 && day >= 1 && day <= daysIn(time.Month(month), year) &&
+		hour <= 23 && minute <= 59 && sec <= 59
+}
+
+// digitsAt is the number written in the ASCII digits s[from:to].
+func digitsAt(s string, from, to int) int {
+	n := 0
+	for i := from; i < to; i++ {
+		n = n*10 + int(s[i]-'0')
+	}
+	return n
+}
+
+// monthDays is the length of each month outside leap Februaries.
+var monthDays = [13]int{0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31}
+
+// daysIn is the length of month m (1-12) in year (proleptic Gregorian, as
+// time.Parse checks it).
+func daysIn(m time.Month, year int) int {
+	if m == time.February && year%4 == 0 && (year%100 != 0 || year%400 == 0) {
+		return 29
+	}
+	return monthDays[m]
 }
 
 // duplicateStrings returns the strings of arr that occur more than once,
@@ -416,24 +428,47 @@ func checkErrorPayload(l *issueList, env map[string]any) {
 	}
 }
 
-func timestampMember(env map[string]any, name string) (time.Time, error) {
-	s, ok := env[name].(string)
-	if !ok {
-		return time.Time{}, fmt.Errorf("%w: %s is missing or not a string", ErrInvalidTimestamp, name)
-	}
-	return parseTimestamp(s)
+// envelopeTS is the envelope's ts member, parsed when first needed.
+type envelopeTS struct {
+	raw    any
+	parsed bool
+	t      time.Time
+	err    error
 }
 
-func checkAfterTS(l *issueList, code, pointer, name string, v any, ts time.Time, tsErr error, rawTS any) {
+func (e *envelopeTS) get() (time.Time, error) {
+	if !e.parsed {
+		e.parsed = true
+		s, ok := e.raw.(string)
+		if !ok {
+			e.err = fmt.Errorf("%w: ts is missing or not a string", ErrInvalidTimestamp)
+		} else {
+			e.t, e.err = parseTimestamp(s)
+		}
+	}
+	return e.t, e.err
+}
+
+func checkAfterTS(l *issueList, code, pointer, name string, v any, ts *envelopeTS) {
 	s, _ := v.(string)
+	if tsStr, ok := ts.raw.(string); ok && wellFormedTimestamp(s) && wellFormedTimestamp(tsStr) {
+		// Compared as strings, which order as their instants.
+		if s <= tsStr {
+			l.err(code, pointer, fmt.Sprintf("%s %s must be after ts %s", name, pyRepr(s), pyRepr(ts.raw)))
+		}
+		return
+	}
 	t, err := parseTimestamp(s)
-	switch {
-	case err != nil:
+	if err != nil {
 		l.err(code, pointer, fmt.Sprintf("%s %s is not a valid timestamp, so it cannot be checked against ts", name, pyRepr(truncateAny(v))))
+		return
+	}
+	tsT, tsErr := ts.get()
+	switch {
 	case tsErr != nil:
-		l.err(code, pointer, fmt.Sprintf("%s cannot be checked: ts %s is not a valid timestamp", name, pyRepr(truncateAny(rawTS))))
-	case !t.After(ts):
-		l.err(code, pointer, fmt.Sprintf("%s %s must be after ts %s", name, pyRepr(s), pyRepr(rawTS)))
+		l.err(code, pointer, fmt.Sprintf("%s cannot be checked: ts %s is not a valid timestamp", name, pyRepr(truncateAny(ts.raw))))
+	case !t.After(tsT):
+		l.err(code, pointer, fmt.Sprintf("%s %s must be after ts %s", name, pyRepr(s), pyRepr(ts.raw)))
 	}
 }
 
@@ -482,13 +517,20 @@ func isBase64URLNoPad(s string) bool {
 		return false
 	}
 	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !isAlnum(c) && c != '-' && c != '_' {
+		if !base64URLByte[s[i]] {
 			return false
 		}
 	}
 	return true
 }
+
+// base64URLByte marks the bytes of the base64url alphabet.
+var base64URLByte = func() (t [256]bool) {
+	for c := 0; c < 256; c++ {
+		t[c] = isAlnum(byte(c)) || c == '-' || c == '_'
+	}
+	return t
+}()
 
 // CheckIdentityConsistency compares the three identity layers of Identity
 // §1.1: the envelope's from, the agent named by the kid (the part before

@@ -156,3 +156,34 @@ func FuzzParseTimestampShortcut(f *testing.F) {
 	f.Add("2024-02-29T23:59:59.999Z")
 	f.Fuzz(checkTimestamp)
 }
+
+// Well-formed timestamps order as strings exactly as their instants do,
+// which checkAfterTS relies on, and wellFormedTimestamp implies that
+// ParseTimestamp accepts.
+func TestWellFormedTimestampOrder(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	var stamps []string
+	for range 5000 {
+		s := fmt.Sprintf("%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", rng.IntN(10000), rng.IntN(14), rng.IntN(33),
+			rng.IntN(25), rng.IntN(61), rng.IntN(61), rng.IntN(1000))
+		if rng.IntN(4) == 0 && len(stamps) > 0 { // near neighbours
+			b := []byte(stamps[rng.IntN(len(stamps))])
+			b[22] = byte('0' + rng.IntN(10))
+			s = string(b)
+		}
+		if wellFormedTimestamp(s) {
+			if _, err := ParseTimestamp(s); err != nil {
+				t.Fatalf("%q well formed, but ParseTimestamp: %v", s, err)
+			}
+			stamps = append(stamps, s)
+		}
+	}
+	for i := range 20000 {
+		a, b := stamps[rng.IntN(len(stamps))], stamps[(i*7919)%len(stamps)]
+		ta, _ := ParseTimestamp(a)
+		tb, _ := ParseTimestamp(b)
+		if (a > b) != ta.After(tb) || (a == b) != ta.Equal(tb) {
+			t.Fatalf("%q vs %q: string order disagrees with time order", a, b)
+		}
+	}
+}

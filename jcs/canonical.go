@@ -36,15 +36,35 @@ type Options struct {
 
 // StringTable is an immutable set of strings that Decode shares. Build one
 // per protocol and reuse it; it is safe for concurrent use.
-type StringTable struct{ m map[string]string }
+type StringTable struct {
+	m map[string]string
+	// boxed holds the same strings as interface values, so that a shared
+	// string value costs no allocation at all.
+	boxed map[string]any
+	// lengths has bit n set when a string of n bytes is in the table
+	// (bit 63 for every length from 63 on): most strings of a document
+	// are ruled out without hashing them.
+	lengths uint64
+}
 
 // NewStringTable returns a table of the given strings.
 func NewStringTable(strs ...string) *StringTable {
-	t := &StringTable{m: make(map[string]string, len(strs))}
+	t := &StringTable{m: make(map[string]string, len(strs)), boxed: make(map[string]any, len(strs))}
 	for _, s := range strs {
 		t.m[s] = s
+		t.boxed[s] = s
+		t.lengths |= 1 << min(len(s), 63)
 	}
 	return t
+}
+
+// value returns the table's interface value for raw, if it has one.
+func (t *StringTable) value(raw []byte) (any, bool) {
+	if t.lengths&(1<<min(len(raw), 63)) == 0 {
+		return nil, false
+	}
+	v, ok := t.boxed[string(raw)]
+	return v, ok
 }
 
 func (o *Options) limits() (depth, size int) {

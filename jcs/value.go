@@ -40,6 +40,7 @@ func (d *decoder) document(o *Options, data []byte, maxDepth int, omit string) (
 	if o != nil && o.Strings != nil {
 		d.names = o.Strings.m
 		d.shared = true
+		d.table = o.Strings
 	}
 	if o != nil && o.ShareInput {
 		d.src = string(data)
@@ -81,7 +82,7 @@ func (d *decoder) release() {
 	clear(d.elems[:cap(d.elems)])
 	clear(d.pairs[:cap(d.pairs)])
 	d.elems, d.pairs = d.elems[:0], d.pairs[:0]
-	d.names, d.shared = nil, false
+	d.names, d.shared, d.table = nil, false, nil
 	d.src, d.retain, d.omit = "", false, ""
 	if cap(d.scratch) > 1<<12 {
 		d.scratch = nil
@@ -104,6 +105,7 @@ type decoder struct {
 	// document's names.
 	names  map[string]string
 	shared bool
+	table  *StringTable
 	// src is a string copy of the input when Options.ShareInput is set
 	// (retain): unescaped strings and numbers are then slices of it.
 	src    string
@@ -143,6 +145,10 @@ func (d *decoder) value(depth int) (any, *Error) {
 		return d.array(depth + 1)
 	case ch == '"':
 		return d.str()
+	case ch >= '0' && ch <= '9' && d.pos+1 < len(d.data) && !isNumberByte(d.data[d.pos+1]):
+		// A one-digit integer, the commonest number: shared, not boxed.
+		d.pos++
+		return smallInts[ch-'0'], nil
 	case ch == '-' || ('0' <= ch && ch <= '9'):
 		start := d.pos
 		lit, isInt, err := d.numberToken()
@@ -179,23 +185,37 @@ func (d *decoder) value(depth int) (any, *Error) {
 	return nil, err
 }
 
-func (d *decoder) str() (string, *Error) {
+// smallInts are the one-digit integers as decoded values.
+var smallInts = [10]any{json.Number("0"), json.Number("1"), json.Number("2"), json.Number("3"),
+	json.Number("4"), json.Number("5"), json.Number("6"), json.Number("7"), json.Number("8"), json.Number("9")}
+
+// isNumberByte reports a byte that can continue a number literal.
+func isNumberByte(c byte) bool {
+	return '0' <= c && c <= '9' || c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-'
+}
+
+// str reads a string value.
+func (d *decoder) str() (any, *Error) {
 	raw, escaped, err := d.stringToken()
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	if !escaped {
-		if d.retain {
-			return d.src[d.pos-1-len(raw) : d.pos-1], nil
+	if escaped {
+		s, err := d.unescaped(raw)
+		if err != nil {
+			return nil, err
 		}
-		if d.shared {
-			if s, ok := d.names[string(raw)]; ok {
-				return s, nil
-			}
-		}
-		return string(raw), nil
+		return s, nil
 	}
-	return d.unescaped(raw)
+	if d.table != nil {
+		if v, ok := d.table.value(raw); ok {
+			return v, nil
+		}
+	}
+	if d.retain {
+		return d.src[d.pos-1-len(raw) : d.pos-1], nil
+	}
+	return string(raw), nil
 }
 
 // unescaped decodes a string body with escapes and notes whether the
@@ -314,10 +334,18 @@ func (d *decoder) members(depth, base int) (map[string]any, *Error) {
 		if err != nil {
 			return nil, err
 		}
+		if d.canonical && i > 0 {
+			// Canonical members are in strictly increasing order.
+			d.canonical = compareUTF16(prev, name) < 0
+		}
+		prev = name
+		// Names so far in strictly increasing order cannot repeat.
 		dup := false
-		if big != nil {
+		switch {
+		case d.canonical:
+		case big != nil:
 			_, dup = big[name]
-		} else {
+		default:
 			for _, p := range d.pairs[base:] {
 				if p.name == name {
 					dup = true
@@ -325,11 +353,6 @@ func (d *decoder) members(depth, base int) (map[string]any, *Error) {
 				}
 			}
 		}
-		if d.canonical && i > 0 {
-			// Canonical members are in strictly increasing order.
-			d.canonical = compareUTF16(prev, name) < 0
-		}
-		prev = name
 		if dup {
 			return nil, (&Error{Err: ErrDuplicateKey, Offset: nameAt, Detail: strconv.Quote(name)}).within(name)
 		}

@@ -42,7 +42,10 @@ func DecodeEnvelope(data []byte) (map[string]any, error) {
 
 // decodeOptions decodes envelopes strictly, sharing the member names and
 // values ARSIA envelopes repeat instead of allocating them for every message.
-var decodeOptions = &jcs.Options{MaxSize: MaxEnvelopeBytes, Strings: jcs.NewStringTable(
+var decodeOptions = &jcs.Options{MaxSize: MaxEnvelopeBytes, Strings: envelopeStrings}
+
+// envelopeStrings are the member names and values ARSIA envelopes repeat.
+var envelopeStrings = jcs.NewStringTable(
 	"v", "id", "ts", "from", "to", "intent", "correlation_id", "expires_at", "min_v",
 	"capabilities", "idempotency", "context", "security", "compliance", "payload",
 	"type", "version", "args", "result", "data", "explanation", "error", "code",
@@ -56,11 +59,11 @@ var decodeOptions = &jcs.Options{MaxSize: MaxEnvelopeBytes, Strings: jcs.NewStri
 	"required_within_24h", "required_post_execution", "minimal-risk", "limited-risk",
 	"high-risk", "GDPR-STANDARD", "EU-AI-ACT-HIGH-RISK", "EU-AI-ACT-LIMITED-RISK",
 	"MIFID-II", "DORA", "DSA-VLOP", "PAC-AGRICULTURE",
-)}
+)
 
 // sharedDecodeOptions is decodeOptions for DecodeAndVerify, whose strings
 // share one copy of the input.
-var sharedDecodeOptions = &jcs.Options{MaxSize: MaxEnvelopeBytes, ShareInput: true}
+var sharedDecodeOptions = &jcs.Options{MaxSize: MaxEnvelopeBytes, ShareInput: true, Strings: envelopeStrings}
 
 // VerifyOptions is the verifier's policy.
 type VerifyOptions struct {
@@ -109,14 +112,14 @@ type security struct {
 // parseSecurity checks the shape of env["security"]: an object with string
 // alg, kid and sig, optional boolean encrypted and string enc_alg and
 // enc_method (both required when encrypted is true), and nothing else.
-func parseSecurity(env map[string]any) (*security, error) {
+func parseSecurity(env map[string]any) (security, error) {
 	raw, present := env["security"]
 	if !present {
-		return nil, fmt.Errorf("%w: no security member", ErrMalformed)
+		return security{}, fmt.Errorf("%w: no security member", ErrMalformed)
 	}
 	m, ok := raw.(map[string]any)
 	if !ok || m == nil {
-		return nil, fmt.Errorf("%w: security is not an object", ErrMalformed)
+		return security{}, fmt.Errorf("%w: security is not an object", ErrMalformed)
 	}
 	var s security
 	bad, hasBad := "", false
@@ -143,21 +146,29 @@ func parseSecurity(env map[string]any) (*security, error) {
 		}
 	}
 	if hasBad {
-		return nil, fmt.Errorf("%w: security member %q is unknown or of the wrong type", ErrMalformed, bad)
+		return security{}, fmt.Errorf("%w: security member %q is unknown or of the wrong type", ErrMalformed, bad)
 	}
 	if s.alg == "" || s.kid == "" || s.sig == "" {
-		return nil, fmt.Errorf("%w: security needs alg, kid and sig", ErrMalformed)
+		return security{}, fmt.Errorf("%w: security needs alg, kid and sig", ErrMalformed)
 	}
 	if s.encrypted && (s.encAlg == "" || s.encMethod == "") {
-		return nil, fmt.Errorf("%w: encrypted envelope without enc_alg and enc_method", ErrMalformed)
+		return security{}, fmt.Errorf("%w: encrypted envelope without enc_alg and enc_method", ErrMalformed)
 	}
-	return &s, nil
+	return s, nil
 }
 
 // decodeSig decodes unpadded base64url strictly: no padding, no '+' or '/',
 // no line breaks (which encoding/base64 would skip), no non-zero trailing
 // bits.
 func decodeSig(s string) ([]byte, error) {
+	return decodeSigInto(nil, s)
+}
+
+// strictBase64 is unpadded base64url that refuses non-zero trailing bits.
+var strictBase64 = base64.RawURLEncoding.Strict()
+
+// decodeSigInto is decodeSig writing into dst when it is large enough.
+func decodeSigInto(dst []byte, s string) ([]byte, error) {
 	if len(s) > maxSigChars {
 		return nil, fmt.Errorf("%w: signature too long", ErrMalformed)
 	}
@@ -167,11 +178,14 @@ func decodeSig(s string) ([]byte, error) {
 			return nil, fmt.Errorf("%w: signature is not unpadded base64url", ErrMalformed)
 		}
 	}
-	b, err := base64.RawURLEncoding.Strict().DecodeString(s)
+	if n := strictBase64.DecodedLen(len(s)); cap(dst) < n {
+		dst = make([]byte, n)
+	}
+	n, err := strictBase64.Decode(dst[:cap(dst)], []byte(s))
 	if err != nil {
 		return nil, fmt.Errorf("%w: signature is not unpadded base64url", ErrMalformed)
 	}
-	return b, nil
+	return dst[:n], nil
 }
 
 // Verify checks the signature of an ARSIA envelope (ARSIA-Core §5.2) and
@@ -255,7 +269,8 @@ func verifyInput(ctx context.Context, env map[string]any, input []byte, keys Key
 	if err := checkKidPrefix(env, sec.kid); err != nil {
 		return nil, err
 	}
-	sigBytes, err := decodeSig(sec.sig)
+	var sigBuf [64]byte // EdDSA and ES256; RSA signatures get their own
+	sigBytes, err := decodeSigInto(sigBuf[:0], sec.sig)
 	if err != nil {
 		return nil, err
 	}
