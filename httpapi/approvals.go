@@ -114,9 +114,10 @@ type ApprovalsOptions struct {
 	// StreamMaxDelay is how long an event may wait for an event stream
 	// (SSE or WebSocket) that is not taking it before the stream is
 	// closed with a reason (a "cutoff" event; the client resumes with
-	// Last-Event-ID); 5 s when zero. StreamWriteTimeout bounds each write
-	// to a stream (10 s when zero): a client that stops reading is cut
-	// off then. Either way the other streams are not slowed down.
+	// Last-Event-ID); 5 s when zero. StreamWriteTimeout bounds the writes
+	// to a stream (10 s when zero; a write fails after at least half of
+	// it): a client that stops reading is cut off then. Either way the
+	// other streams are not slowed down.
 	StreamMaxDelay     time.Duration
 	StreamWriteTimeout time.Duration
 	// MaxBody caps a decision body (64 KiB when zero).

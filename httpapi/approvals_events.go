@@ -39,13 +39,15 @@ func (a *approvals) events(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
-	armed := false
-	// arm bounds the writes until the next flush: a client that stopped
-	// reading fails them instead of holding this stream open.
+	// arm bounds the next writes: a client that stopped reading fails
+	// them within StreamWriteTimeout (at least half of it) instead of
+	// holding this stream open. The deadline is moved only every half
+	// timeout, not for every event.
+	var armed time.Time
 	arm := func() {
-		if !armed {
-			_ = rc.SetWriteDeadline(time.Now().Add(a.o.StreamWriteTimeout))
-			armed = true
+		if now := time.Now(); now.Sub(armed) > a.o.StreamWriteTimeout/2 {
+			_ = rc.SetWriteDeadline(now.Add(a.o.StreamWriteTimeout))
+			armed = now
 		}
 	}
 	lastBeat := time.Now()
@@ -80,12 +82,9 @@ func (a *approvals) events(w http.ResponseWriter, r *http.Request) {
 			}
 			if wrote {
 				lastBeat = time.Now()
+				arm()
 				if err := rc.Flush(); err != nil {
 					return err
-				}
-				if armed {
-					_ = rc.SetWriteDeadline(time.Time{})
-					armed = false
 				}
 			}
 			return nil
