@@ -2,6 +2,7 @@ package aais
 
 import (
 	"bytes"
+	"encoding/json"
 	"unicode/utf8"
 
 	"github.com/custos-runtime/custos/jcs"
@@ -36,8 +37,8 @@ import (
 // checks below do not certainly accept.
 
 // fastCopy returns a deep copy of m when m is certainly valid under o's
-// limits and its JSON, size bytes long, parses back as exactly that copy;
-// nil otherwise.
+// limits and its JSON, at most size bytes long, parses back as exactly
+// that copy; nil otherwise.
 func (o *Options) fastCopy(m *Message, size int) *Message {
 	if !fastPathEnabled() {
 		return nil
@@ -79,6 +80,55 @@ func (o *Options) fastCopy(m *Message, size int) *Message {
 		return nil
 	}
 	return m.clone()
+}
+
+// sizeBound returns a number of bytes Marshal's output for m cannot
+// exceed, so that Copy can check the size limit without writing the JSON;
+// -1 for the kinds fastCopy declines anyway. Each member is counted with
+// room for its name and punctuation, each string byte as the six an
+// escape can take, each raw value as itself (fastCopy only accepts compact
+// ones, which are written as they are) or null.
+func sizeBound(m *Message) int {
+	const member = 40 // the longest member name, quoted, with ':' and ','
+	str := func(s string) int { return member + 2 + 6*len(s) }
+	raws := func(e map[string]json.RawMessage) int {
+		n := member
+		for k, v := range e {
+			n += str(k) + len(v) + len("null")
+		}
+		return n
+	}
+	n := 8*member + 20 + str(m.ID) + str(m.OccurredAt.text) + str(m.Stream) + raws(m.Extensions)
+	switch {
+	case m.Request != nil:
+		r := m.Request
+		n += 16*member + str(r.ID) + str(r.CreatedAt.text) + str(r.ExpiresAt.text) + str(r.ActionDigest) +
+			len(r.Action.raw) + str(string(r.Risk.Level)) + raws(r.Extensions)
+		o := r.Origin
+		for _, s := range [...]string{o.Harness, o.SessionID, o.RunID, o.TaskID, o.GraphID, o.NodeID, o.AgentID,
+			o.Profile, o.SubagentRunID, o.ParentRunID, o.Project} {
+			n += str(s)
+		}
+		for _, s := range r.Risk.Reasons {
+			n += str(s)
+		}
+		for _, c := range r.Choices {
+			n += 4*member + str(string(c.Decision)) + str(string(c.Scope)) + str(c.Label) + raws(c.ScopeConstraints)
+		}
+	case m.Decision != nil:
+		d := m.Decision
+		n += 8*member + str(d.ID) + str(d.RequestID) + str(d.ActionDigest) + str(d.DecidedAt.text) +
+			str(string(d.Decision)) + str(string(d.Scope)) + str(d.Actor.ID) + str(string(d.Actor.Type)) +
+			str(d.Actor.DisplayName) + str(d.Actor.AuthenticatedBy) + raws(d.Extensions)
+	case m.Resolution != nil:
+		r := m.Resolution
+		n += 8*member + str(r.ID) + str(r.RequestID) + str(r.DecisionID) + str(r.ActionDigest) +
+			str(r.ResolvedAt.text) + str(string(r.Outcome)) + str(r.Message) + str(string(r.EffectiveScope)) +
+			raws(r.Extensions)
+	default:
+		return -1
+	}
+	return n
 }
 
 type copyLimits struct {
@@ -318,19 +368,54 @@ func (m *Message) Clone() *Message {
 }
 
 func (m *Message) clone() *Message {
-	c := *m
-	c.Extensions = m.Extensions.clone()
-	if m.Request != nil {
-		c.Request = m.Request.clone()
+	// One allocation holds the envelope and its payload, and one the raw
+	// values of both: a copy is made on every read of a store.
+	var a rawArena
+	a.reserve(m)
+	var c *Message
+	switch {
+	case m.Request != nil:
+		b := &struct {
+			m Message
+			r Request
+		}{m: *m}
+		m.Request.cloneInto(&b.r, &a)
+		c = &b.m
+		c.Request = &b.r
+	case m.Decision != nil:
+		b := &struct {
+			m Message
+			d Decision
+		}{m: *m, d: *m.Decision}
+		b.d.Extensions = cloneRawMap(m.Decision.Extensions, &a)
+		c = &b.m
+		c.Decision = &b.d
+	case m.Resolution != nil:
+		b := &struct {
+			m Message
+			r Resolution
+		}{m: *m, r: *m.Resolution}
+		b.r.Extensions = cloneRawMap(m.Resolution.Extensions, &a)
+		c = &b.m
+		c.Resolution = &b.r
+	default:
+		cm := *m
+		c = &cm
 	}
-	if m.Decision != nil {
+	c.Extensions = cloneRawMap(m.Extensions, &a)
+	// A malformed message may carry several payloads; copy every one.
+	if m.Request != nil && c.Request == m.Request {
+		c.Request = new(Request)
+		m.Request.cloneInto(c.Request, &a)
+	}
+	if m.Decision != nil && c.Decision == m.Decision {
 		d := *m.Decision
-		d.Extensions = m.Decision.Extensions.clone()
+		d.Extensions = cloneRawMap(m.Decision.Extensions, &a)
 		c.Decision = &d
 	}
-	if m.Resolution != nil {
+	if m.Resolution != nil && c.Resolution == m.Resolution {
 		r := *m.Resolution
-		r.Extensions = m.Resolution.Extensions.clone()
+		r.Extensions = cloneRawMap(m.Resolution.Extensions, &a)
 		c.Resolution = &r
 	}
 	if m.Snapshot != nil {
@@ -338,54 +423,100 @@ func (m *Message) clone() *Message {
 		if m.Snapshot.Pending != nil {
 			s.Pending = make([]Request, len(m.Snapshot.Pending))
 			for i := range m.Snapshot.Pending {
-				s.Pending[i] = *m.Snapshot.Pending[i].clone()
+				m.Snapshot.Pending[i].cloneInto(&s.Pending[i], &a)
 			}
 		}
 		c.Snapshot = &s
 	}
 	if m.Activity != nil {
-		a := *m.Activity
-		c.Activity = &a
+		act := *m.Activity
+		c.Activity = &act
 	}
-	return &c
+	return c
 }
 
-func (r *Request) clone() *Request {
-	c := *r
+// cloneInto makes c a deep copy of r, its raw values cut from a.
+func (r *Request) cloneInto(c *Request, a *rawArena) {
+	*c = *r
 	if r.Risk.Reasons != nil {
 		c.Risk.Reasons = append(make([]string, 0, len(r.Risk.Reasons)), r.Risk.Reasons...)
 	}
 	if r.Choices != nil {
 		c.Choices = make([]Choice, len(r.Choices))
 		for i, ch := range r.Choices {
-			ch.ScopeConstraints = ch.ScopeConstraints.clone()
+			ch.ScopeConstraints = cloneRawMap(ch.ScopeConstraints, a)
 			c.Choices[i] = ch
 		}
 	}
-	c.Extensions = r.Extensions.clone()
-	return &c
+	c.Extensions = cloneRawMap(r.Extensions, a)
 }
 
-func (e Extensions) clone() Extensions {
-	return Extensions(cloneRawMap(e))
+// rawArena hands out copies of raw values from one allocation. Each copy
+// has its own capacity, so appending to one never reaches the next.
+type rawArena struct{ buf []byte }
+
+// reserve makes room for every raw value of m (a hint: copy grows past it
+// if needed).
+func (a *rawArena) reserve(m *Message) {
+	n := rawSize(m.Extensions)
+	req := func(r *Request) {
+		n += rawSize(r.Extensions)
+		for i := range r.Choices {
+			n += rawSize(r.Choices[i].ScopeConstraints)
+		}
+	}
+	if m.Request != nil {
+		req(m.Request)
+	}
+	if m.Decision != nil {
+		n += rawSize(m.Decision.Extensions)
+	}
+	if m.Resolution != nil {
+		n += rawSize(m.Resolution.Extensions)
+	}
+	if m.Snapshot != nil {
+		for i := range m.Snapshot.Pending {
+			req(&m.Snapshot.Pending[i])
+		}
+	}
+	if n > 0 {
+		a.buf = make([]byte, 0, n)
+	}
 }
 
-func (c Constraints) clone() Constraints {
-	return Constraints(cloneRawMap(c))
+func rawSize[M ~map[string]V, V ~[]byte](m M) int {
+	n := 0
+	for _, v := range m {
+		n += len(v)
+	}
+	return n
+}
+
+// copy returns a copy of v; nil stays nil and empty stays empty.
+func (a *rawArena) copy(v []byte) []byte {
+	if v == nil {
+		return nil
+	}
+	if len(v) == 0 {
+		return []byte{}
+	}
+	if cap(a.buf)-len(a.buf) < len(v) {
+		return bytes.Clone(v)
+	}
+	start := len(a.buf)
+	a.buf = append(a.buf, v...)
+	return a.buf[start:len(a.buf):len(a.buf)]
 }
 
 // cloneRawMap copies a map of raw values and the values themselves, nil
 // staying nil and empty staying empty.
-func cloneRawMap[M ~map[string]V, V ~[]byte](m M) M {
+func cloneRawMap[M ~map[string]V, V ~[]byte](m M, a *rawArena) M {
 	if m == nil {
 		return nil
 	}
 	c := make(M, len(m))
 	for k, v := range m {
-		if v != nil {
-			v = V(bytes.Clone([]byte(v)))
-		}
-		c[k] = v
+		c[k] = V(a.copy([]byte(v)))
 	}
 	return c
 }

@@ -75,9 +75,15 @@ func checkFastCopy(t *testing.T, m *Message) bool {
 	if err != nil {
 		return false
 	}
+	if n := sizeBound(m); n >= 0 && n < len(b) {
+		t.Fatalf("sizeBound = %d, below the %d bytes Marshal writes:\n%s", n, len(b), b)
+	}
 	fast := (*Options)(nil).fastCopy(m, len(b))
 	if fast == nil {
 		return false
+	}
+	if c, err := Copy(m); err != nil || !reflect.DeepEqual(c, fast) {
+		t.Fatalf("Copy = %v, %v; want the copy MarshalCopy makes", c, err)
 	}
 	slow, err := Parse(b)
 	if err != nil {
@@ -377,4 +383,47 @@ func FuzzFastCopy(f *testing.F) {
 		mutateCopy(m, int(op), v)
 		checkFastCopy(t, m)
 	})
+}
+
+// TestSizeBound: the bound holds where escaping multiplies the size.
+func TestSizeBound(t *testing.T) {
+	ctl := strings.Repeat("\x01", 1000)
+	for _, m := range copySeeds(t) {
+		for op := range copyMutations {
+			c := m.clone()
+			mutateCopy(c, op, ctl)
+			w, err := c.toWire()
+			if err != nil {
+				continue
+			}
+			b, err := encode(w)
+			if err != nil {
+				continue
+			}
+			if n := sizeBound(c); n >= 0 && n < len(b) {
+				t.Fatalf("sizeBound = %d, below the %d bytes Marshal writes", n, len(b))
+			}
+		}
+	}
+}
+
+// TestCloneValuesDoNotOverlap: appending to one raw value of a copy never
+// writes into another (they are cut from one buffer).
+func TestCloneValuesDoNotOverlap(t *testing.T) {
+	m := &Message{Type: TypeDecided, Decision: &Decision{Extensions: Extensions{
+		"a.b/1": json.RawMessage(`"one"`), "a.b/2": json.RawMessage(`"two"`), "a.b/3": json.RawMessage{}, "a.b/4": nil}}}
+	c := m.Clone()
+	var grown [][]byte
+	for _, v := range c.Decision.Extensions {
+		grown = append(grown, append(v, 'x'))
+	}
+	if len(grown) != len(m.Decision.Extensions) {
+		t.Fatal("lost a value")
+	}
+	for k, v := range m.Decision.Extensions {
+		got := c.Decision.Extensions[k]
+		if !bytes.Equal(got, v) || (got == nil) != (v == nil) {
+			t.Errorf("%s: copy holds %q after appending to its neighbours, want %q", k, got, v)
+		}
+	}
 }

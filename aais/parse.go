@@ -141,6 +141,16 @@ func Copy(m *Message) (*Message, error) {
 
 // Copy is the package-level Copy under o's limits.
 func (o *Options) Copy(m *Message) (*Message, error) {
+	if m == nil {
+		return nil, fmt.Errorf("%w: nil message", ErrInvalid)
+	}
+	// No JSON is needed when the copy path answers: only a bound on its
+	// size.
+	if n := sizeBound(m); n >= 0 {
+		if c := o.fastCopy(m, n); c != nil {
+			return c, nil
+		}
+	}
 	bp := encodeBuffers.Get().(*[]byte)
 	b, c, err := o.marshalCopy(m, (*bp)[:0])
 	// Parse copies whatever it keeps, so nothing in c refers to b.
