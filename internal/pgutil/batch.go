@@ -3,50 +3,93 @@ package pgutil
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// Batcher is group commit for a Runner: writes that arrive while another
-// batch is running are run together, each in a savepoint of one
-// transaction, and committed at once. A store whose every write takes one
-// lock (pgstore's sequence row) then pays one lock hold, one commit and
-// one WAL flush for the whole batch instead of one per write.
+// Batcher is group commit in two phases. A write is a Prepare function
+// that reads, locks the rows it decides on and returns what it will write
+// without writing it; the writes that arrive together are prepared one
+// after another in one transaction, and then Finish writes everything
+// they prepared and commits, in one round trip. A store whose every write
+// takes one lock (pgstore's sequence row) takes it in Finish only: the
+// lock is held for one statement and the commit, once per batch, and
+// batches of several Batchers (several replicas) prepare concurrently.
 //
 // Batches are an optimisation, never a change of meaning: a write whose
-// function fails inside a batch is rolled back to its savepoint and run
-// again alone, with the Runner's retries, so it gets exactly the error it
-// would have got alone; when anything about the batch itself fails (a
-// savepoint, the connection, a definite COMMIT failure), every write in it
-// is run again alone. A write whose context ends before the commit writes
-// nothing: the batch is rolled back and the others run alone. Only a
-// COMMIT whose outcome is unknown is reported as such to every write in
-// the batch (ErrCommitUnknown), as Runner.Write reports it for one.
+// Prepare fails inside a batch (any error but ErrNoChange), or whose
+// Prepare leaves the transaction aborted, is run again alone, with the
+// Runner's retries, so it gets exactly the error it would have got alone;
+// when the batch itself fails (a statement error, the connection, a
+// definite COMMIT failure), every write in it is run again alone. A write
+// whose context ends before the commit writes nothing: the batch is rolled
+// back and the others run alone. Only a COMMIT whose outcome is unknown is
+// reported as such to every write in the batch (ErrCommitUnknown).
 //
-// Write functions must be safe to run more than once (they already are:
-// Runner.Write retries them) and receive a savepoint as their pgx.Tx.
+// Prepare functions must be safe to run more than once, must not write
+// (everything is written by Finish) and share the batch's transaction
+// with the writes prepared before them: a write that depends on another
+// write of the same batch (the same request, the same rule) must see it
+// in Batch.Claim and give up (return any error), and is then run alone
+// after the batch committed.
 type Batcher struct {
 	R *Runner
-	// Max is the most writes in one batch (32 when zero).
+	// Max is the most writes in one batch (32 when zero; 1: every write
+	// alone).
 	Max int
+	// Conns is the most batches run at once, each on its own connection
+	// (2 when zero): one prepares while another commits.
+	Conns int
+	// Finish writes the values the batch's Prepare functions returned (in
+	// order, none nil) and commits tx, through SendCommit, in one round
+	// trip. It may set results inside the values.
+	Finish func(ctx context.Context, tx pgx.Tx, prepared []any) error
 
-	mu    sync.Mutex
-	queue []*batchJob
-	busy  bool
+	mu      sync.Mutex
+	queue   []*batchJob
+	leaders int
 }
+
+// Batch is the state the Prepare functions of one transaction share.
+type Batch struct {
+	claims map[string]struct{}
+}
+
+// Claim reports whether key was not yet claimed in this batch, and claims
+// it. A write that finds a key claimed depends on an earlier write of the
+// batch and must give up (it is then run alone).
+func (b *Batch) Claim(key string) bool {
+	if _, ok := b.claims[key]; ok {
+		return false
+	}
+	if b.claims == nil {
+		b.claims = make(map[string]struct{})
+	}
+	b.claims[key] = struct{}{}
+	return true
+}
+
+// Prepare is one write for a Batcher: it reads and locks in tx, and
+// returns what Finish must write, or ErrNoChange when there is nothing to
+// write (it then set its results itself).
+type Prepare func(ctx context.Context, tx pgx.Tx, b *Batch) (any, error)
 
 type batchJob struct {
 	ctx  context.Context
-	fn   func(context.Context, pgx.Tx) error
+	fn   Prepare
 	done chan error
 }
 
-// Write runs fn in a transaction, alone or in a batch with concurrent
-// writes, and returns when it is committed (or failed), with the
-// semantics of Runner.Write.
-func (b *Batcher) Write(ctx context.Context, fn func(ctx context.Context, tx pgx.Tx) error) error {
+// errAlone tells a waiting Write to run its job alone.
+var errAlone = errors.New("run alone")
+
+// Write runs fn, alone or in a batch with concurrent writes, and returns
+// when what it prepared is committed (or failed), with the semantics of
+// Runner.Write.
+func (b *Batcher) Write(ctx context.Context, fn Prepare) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -54,14 +97,25 @@ func (b *Batcher) Write(ctx context.Context, fn func(ctx context.Context, tx pgx
 		return err
 	}
 	j := &batchJob{ctx: ctx, fn: fn, done: make(chan error, 1)}
+	if b.Max == 1 {
+		return b.alone(j)
+	}
+	conns := b.Conns
+	if conns <= 0 {
+		conns = 2
+	}
 	b.mu.Lock()
 	b.queue = append(b.queue, j)
-	if !b.busy {
-		b.busy = true
+	if b.leaders < conns {
+		b.leaders++
 		go b.lead()
 	}
 	b.mu.Unlock()
-	return <-j.done
+	err := <-j.done
+	if errors.Is(err, errAlone) {
+		return b.alone(j)
+	}
+	return err
 }
 
 // lead runs batches until the queue is empty.
@@ -74,7 +128,7 @@ func (b *Batcher) lead() {
 		b.mu.Lock()
 		n := min(len(b.queue), max)
 		if n == 0 {
-			b.busy = false
+			b.leaders--
 			b.mu.Unlock()
 			return
 		}
@@ -85,11 +139,49 @@ func (b *Batcher) lead() {
 	}
 }
 
-// alone runs jobs one after another through the Runner.
-func (b *Batcher) alone(jobs []*batchJob) {
-	for _, j := range jobs {
-		j.done <- b.R.Write(j.ctx, j.fn)
+// alone runs j in a transaction of its own, retrying on transient
+// failures as Runner.Write does.
+func (b *Batcher) alone(j *batchJob) error {
+	return b.R.retry(j.ctx, func() (error, bool) { return b.once(j) })
+}
+
+// once is one attempt of alone; retry tells whether the failure left
+// nothing written and may be retried.
+func (b *Batcher) once(j *batchJob) (err error, retry bool) {
+	ctx := j.ctx
+	c, err := b.R.Pool.Acquire(ctx)
+	if err != nil {
+		return err, ctx.Err() == nil
 	}
+	// Release destroys a connection left broken or in a transaction.
+	defer c.Release()
+	tx, err := c.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted, AccessMode: pgx.ReadWrite})
+	if err != nil {
+		return err, ctx.Err() == nil
+	}
+	bg := context.WithoutCancel(ctx)
+	p, err := j.fn(ctx, tx, &Batch{})
+	if err == nil {
+		err = ctx.Err()
+	}
+	if err != nil {
+		_ = tx.Rollback(bg)
+		if errors.Is(err, ErrNoChange) {
+			return nil, false
+		}
+		if ctx.Err() != nil {
+			return ctx.Err(), false
+		}
+		return err, Transient(err) || c.Conn().IsClosed()
+	}
+	if err := b.Finish(bg, tx, []any{p}); err != nil {
+		if errors.Is(err, ErrCommitUnknown) {
+			return err, false
+		}
+		_ = tx.Rollback(bg)
+		return err, Transient(err)
+	}
+	return nil, false
 }
 
 func (b *Batcher) run(batch []*batchJob) {
@@ -102,7 +194,9 @@ func (b *Batcher) run(batch []*batchJob) {
 		live = append(live, j)
 	}
 	if len(live) <= 1 {
-		b.alone(live)
+		for _, j := range live {
+			j.done <- errAlone
+		}
 		return
 	}
 	if err := b.R.closed(); err != nil {
@@ -111,43 +205,51 @@ func (b *Batcher) run(batch []*batchJob) {
 		}
 		return
 	}
+	allAlone := func(jobs []*batchJob) {
+		for _, j := range jobs {
+			j.done <- errAlone
+		}
+	}
 	// The batch's statements are not cancelled by any one caller: a
 	// cancelled query would break the connection for all of them.
 	ctx := context.WithoutCancel(live[0].ctx)
-	tx, err := b.R.Pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted, AccessMode: pgx.ReadWrite})
+	c, err := b.R.Pool.Acquire(ctx)
 	if err != nil {
-		b.alone(live)
+		allAlone(live)
 		return
 	}
-	var in, retry []*batchJob
+	defer c.Release()
+	tx, err := c.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted, AccessMode: pgx.ReadWrite})
+	if err != nil {
+		allAlone(live)
+		return
+	}
+	var (
+		in       []*batchJob
+		prepared []any
+		pending  = live[:0:0] // prepared or ErrNoChange, not yet answered
+		st       Batch
+	)
 	for _, j := range live {
-		sp, err := tx.Begin(ctx) // SAVEPOINT
-		if err != nil {
+		p, err := j.fn(context.WithoutCancel(j.ctx), tx, &st)
+		if c.Conn().IsClosed() || c.Conn().PgConn().TxStatus() != 'T' {
+			// A statement failed: the transaction is aborted, and
+			// nothing of the batch can commit.
 			_ = tx.Rollback(ctx)
-			b.alone(live)
+			allAlone(live)
 			return
 		}
-		err = j.fn(context.WithoutCancel(j.ctx), sp)
-		if err == nil {
-			err = sp.Commit(ctx) // RELEASE SAVEPOINT
-			if err != nil {
-				_ = tx.Rollback(ctx)
-				b.alone(live)
-				return
-			}
+		switch {
+		case err == nil:
 			in = append(in, j)
-			continue
+			prepared = append(prepared, p)
+		case errors.Is(err, ErrNoChange):
+			// Nothing to write, and its answer was read from
+			// committed rows: it is final now.
+			j.done <- nil
+		default:
+			pending = append(pending, j)
 		}
-		if rerr := sp.Rollback(ctx); rerr != nil { // ROLLBACK TO SAVEPOINT
-			_ = tx.Rollback(ctx)
-			b.alone(live)
-			return
-		}
-		if errors.Is(err, ErrNoChange) {
-			in = append(in, j) // nothing to write; it succeeded
-			continue
-		}
-		retry = append(retry, j)
 	}
 	for _, j := range in {
 		if j.ctx.Err() != nil {
@@ -155,31 +257,70 @@ func (b *Batcher) run(batch []*batchJob) {
 			// be written. Start again without them.
 			_ = tx.Rollback(ctx)
 			var rest []*batchJob
-			for _, k := range live {
+			for _, k := range in {
 				if k.ctx.Err() != nil {
 					k.done <- k.ctx.Err()
 				} else {
 					rest = append(rest, k)
 				}
 			}
-			b.alone(rest)
+			allAlone(rest)
+			allAlone(pending)
 			return
 		}
 	}
-	if err := tx.Commit(ctx); err != nil {
-		var pe *pgconn.PgError
-		if errors.As(err, &pe) {
-			b.alone(live) // rolled back: nothing was written
-			return
+	if len(in) == 0 {
+		_ = tx.Rollback(ctx) // releases the rows the batch locked
+		allAlone(pending)
+		return
+	}
+	if err := b.Finish(ctx, tx, prepared); err != nil {
+		if errors.Is(err, ErrCommitUnknown) {
+			for _, j := range in {
+				j.done <- err
+			}
+		} else {
+			_ = tx.Rollback(ctx)
+			allAlone(in)
 		}
-		for _, j := range in {
-			j.done <- errors.Join(ErrCommitUnknown, err)
-		}
-		b.alone(retry)
+		allAlone(pending)
 		return
 	}
 	for _, j := range in {
 		j.done <- nil
 	}
-	b.alone(retry)
+	allAlone(pending)
+}
+
+// SendCommit sends the statements queued in batch and COMMIT in one round
+// trip on tx, calls read with the results of the statements (before
+// COMMIT's), and reports the outcome: nil once committed; read's error
+// when it returns one that is not a PostgreSQL error (the statements
+// succeeded and COMMIT ran: read must only fail so when they wrote
+// nothing); a PostgreSQL error when the transaction was rolled back (a
+// statement failed and the server skipped the rest, COMMIT included); and
+// an error wrapping ErrCommitUnknown when the connection failed once
+// COMMIT may have been sent. tx must not be used after it, except to roll
+// back after a PostgreSQL error.
+func SendCommit(ctx context.Context, tx pgx.Tx, batch *pgx.Batch, read func(pgx.BatchResults) error) error {
+	batch.Queue("COMMIT")
+	br := tx.SendBatch(ctx, batch)
+	rerr := read(br)
+	tag, err := br.Exec()
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	var pe *pgconn.PgError
+	if rerr != nil && (errors.As(rerr, &pe) || err == nil) {
+		return rerr
+	}
+	switch {
+	case err == nil && tag.String() == "COMMIT":
+		return nil
+	case err == nil:
+		return fmt.Errorf("COMMIT answered %q", tag.String())
+	case errors.As(err, &pe) || pgconn.SafeToRetry(err):
+		return err
+	}
+	return errors.Join(ErrCommitUnknown, err)
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/custos-runtime/custos/internal/pgutil/pgtest"
@@ -27,7 +28,7 @@ func batchPool(t *testing.T) *pgxpool.Pool {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	if _, err := pool.Exec(t.Context(), "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize()+"; CREATE TABLE t (k text PRIMARY KEY)"); err != nil {
+	if _, err := pool.Exec(t.Context(), "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize()+"; CREATE TABLE t (k text PRIMARY KEY, x bigint)"); err != nil {
 		t.Fatal(err)
 	}
 	return pool
@@ -42,92 +43,169 @@ func count(t *testing.T, pool *pgxpool.Pool, k string) int {
 	return n
 }
 
-// Concurrent writes through a Batcher: each gets the answer it would get
-// alone — a failing one its own error with nothing written, ErrNoChange
-// success with nothing written, the others committed — and a write whose
-// context ends before the commit writes nothing.
-func TestBatcher(t *testing.T) {
-	pool := batchPool(t)
-	b := &Batcher{R: &Runner{Pool: pool}, Max: 16}
-	errBoom := errors.New("boom")
-	var wg sync.WaitGroup
-	results := make([]error, 60)
-	for i := range results {
-		wg.Go(func() {
-			results[i] = b.Write(t.Context(), func(ctx context.Context, tx pgx.Tx) error {
-				switch i % 3 {
-				case 1: // writes, then fails: nothing of it may stay
-					if _, err := tx.Exec(ctx, "INSERT INTO t VALUES ($1)", fmt.Sprintf("fail-%d", i)); err != nil {
-						return err
-					}
-					return errBoom
-				case 2:
-					return ErrNoChange
-				}
-				_, err := tx.Exec(ctx, "INSERT INTO t VALUES ($1)", fmt.Sprintf("ok-%d", i))
+// keysBatcher is a Batcher whose writes prepare keys and whose Finish
+// inserts them, with the transaction's id, in one statement.
+func keysBatcher(pool *pgxpool.Pool, max, conns int) *Batcher {
+	return &Batcher{R: &Runner{Pool: pool}, Max: max, Conns: conns,
+		Finish: func(ctx context.Context, tx pgx.Tx, prepared []any) error {
+			var keys []string
+			for _, p := range prepared {
+				keys = append(keys, p.([]string)...)
+			}
+			var b pgx.Batch
+			b.Queue("INSERT INTO t SELECT unnest($1::text[]), txid_current()", keys)
+			return SendCommit(ctx, tx, &b, func(br pgx.BatchResults) error {
+				_, err := br.Exec()
 				return err
 			})
+		}}
+}
+
+func insert(keys ...string) Prepare {
+	return func(context.Context, pgx.Tx, *Batch) (any, error) { return keys, nil }
+}
+
+// runBatch runs fns as one batch of b (with ctxs, t.Context() where nil)
+// and then, as Write does, alone the writes the batch gave back.
+func runBatch(t *testing.T, b *Batcher, ctxs []context.Context, fns []Prepare) []error {
+	t.Helper()
+	jobs := make([]*batchJob, len(fns))
+	for i, fn := range fns {
+		ctx := t.Context()
+		if i < len(ctxs) && ctxs[i] != nil {
+			ctx = ctxs[i]
+		}
+		jobs[i] = &batchJob{ctx: ctx, fn: fn, done: make(chan error, 1)}
+	}
+	b.run(jobs)
+	errs := make([]error, len(jobs))
+	for i, j := range jobs {
+		if errs[i] = <-j.done; errors.Is(errs[i], errAlone) {
+			errs[i] = b.alone(j)
+		}
+	}
+	return errs
+}
+
+// One batch: each write gets the answer it would get alone — a failing
+// one its own error with nothing written (whether it failed in Go or with
+// a statement that aborted the transaction), ErrNoChange success with
+// nothing written, the others committed — and the successful ones share
+// one transaction when nothing aborted it.
+func TestBatcher(t *testing.T) {
+	pool := batchPool(t)
+	b := keysBatcher(pool, 16, 1)
+	errBoom := errors.New("boom")
+	var fns []Prepare
+	for i := range 12 {
+		fns = append(fns, func(ctx context.Context, tx pgx.Tx, st *Batch) (any, error) {
+			switch i % 3 {
+			case 1:
+				return nil, errBoom
+			case 2:
+				return nil, ErrNoChange
+			}
+			return []string{fmt.Sprintf("ok-%d", i)}, nil
 		})
 	}
-	wg.Wait()
-	for i, err := range results {
-		want := map[int]error{0: nil, 1: errBoom, 2: nil}[i%3]
-		if !errors.Is(err, want) || (want == nil && err != nil) {
+	for i, err := range runBatch(t, b, nil, fns) {
+		if want := map[int]error{1: errBoom}[i%3]; !errors.Is(err, want) || (want == nil && err != nil) {
 			t.Errorf("write %d: %v, want %v", i, err, want)
 		}
 	}
-	if n := count(t, pool, "ok-%"); n != 20 {
-		t.Errorf("%d successful writes committed, want 20", n)
+	if n := count(t, pool, "ok-%"); n != 4 {
+		t.Errorf("%d successful writes committed, want 4", n)
 	}
-	if n := count(t, pool, "fail-%"); n != 0 {
-		t.Errorf("%d rows of failed writes committed", n)
+	var txs int
+	if err := pool.QueryRow(t.Context(), "SELECT count(DISTINCT x) FROM t WHERE k LIKE 'ok-%'").Scan(&txs); err != nil {
+		t.Fatal(err)
 	}
-	// A duplicate key inside a batch fails that write alone.
-	var dup sync.WaitGroup
-	errs := make([]error, 8)
-	for i := range errs {
-		dup.Go(func() {
-			errs[i] = b.Write(t.Context(), func(ctx context.Context, tx pgx.Tx) error {
-				_, err := tx.Exec(ctx, "INSERT INTO t VALUES ('same')")
-				return err
-			})
-		})
+	if txs != 1 {
+		t.Errorf("4 writes of one batch committed in %d transactions", txs)
 	}
-	dup.Wait()
+
+	// A statement error aborts the batch's transaction: every write is run
+	// alone, and only the failing one fails.
+	fns = []Prepare{insert("a1"), func(ctx context.Context, tx pgx.Tx, _ *Batch) (any, error) {
+		var n int
+		return nil, tx.QueryRow(ctx, "SELECT 1 / (0 * $1::int)", 1).Scan(&n)
+	}, insert("a2")}
+	errs := runBatch(t, b, nil, fns)
+	var pe *pgconn.PgError
+	if errs[0] != nil || errs[2] != nil || !errors.As(errs[1], &pe) || pe.Code != "22012" {
+		t.Errorf("batch with a failing statement: %v", errs)
+	}
+	if count(t, pool, "a_") != 2 {
+		t.Errorf("the other writes of an aborted batch: %d rows, want 2", count(t, pool, "a_"))
+	}
+
+	// A duplicate key makes the batch's Finish fail: every write is run
+	// again alone, and exactly one succeeds.
+	fns = nil
+	for range 4 {
+		fns = append(fns, insert("same"))
+	}
 	ok := 0
-	for _, err := range errs {
+	for _, err := range runBatch(t, b, nil, fns) {
 		if err == nil {
 			ok++
+		} else if !errors.As(err, &pe) || pe.Code != "23505" {
+			t.Errorf("duplicate insert: %v", err)
 		}
 	}
 	if ok != 1 || count(t, pool, "same") != 1 {
-		t.Errorf("8 inserts of one key: %d succeeded (%v), want 1", ok, errs)
+		t.Errorf("4 inserts of one key: %d succeeded, want 1", ok)
 	}
-	// A context cancelled while its write waits for the commit.
+
+	// Writes claiming one key in one batch: the later ones give up and
+	// are run alone, after the batch.
+	fns = nil
+	for i := range 3 {
+		fns = append(fns, func(ctx context.Context, tx pgx.Tx, st *Batch) (any, error) {
+			if !st.Claim("k") {
+				return nil, errors.New("claimed")
+			}
+			return []string{fmt.Sprintf("claim-%d", i)}, nil
+		})
+	}
+	if errs := runBatch(t, b, nil, fns); errors.Join(errs...) != nil {
+		t.Errorf("claiming writes: %v", errs)
+	}
+	if n := count(t, pool, "claim-%"); n != 3 {
+		t.Errorf("%d claiming writes committed, want 3", n)
+	}
+
+	// A write whose context is cancelled while its batch is open writes
+	// nothing; the rest of the batch commits.
 	ctx, cancel := context.WithCancel(t.Context())
-	release := make(chan struct{})
-	var late sync.WaitGroup
-	late.Go(func() {
-		_ = b.Write(t.Context(), func(ctx context.Context, tx pgx.Tx) error {
-			<-release // holds the batch open
-			_, err := tx.Exec(ctx, "INSERT INTO t VALUES ('first')")
-			return err
-		})
-	})
-	var lateErr error
-	late.Go(func() {
-		lateErr = b.Write(ctx, func(ctx context.Context, tx pgx.Tx) error {
+	errs = runBatch(t, b, []context.Context{nil, ctx}, []Prepare{insert("first"),
+		func(context.Context, pgx.Tx, *Batch) (any, error) {
 			cancel()
-			_, err := tx.Exec(ctx, "INSERT INTO t VALUES ('cancelled')")
-			return err
-		})
-	})
-	close(release)
-	late.Wait()
-	if !errors.Is(lateErr, context.Canceled) || count(t, pool, "cancelled") != 0 {
-		t.Errorf("a write cancelled before the commit: %v, %d rows", lateErr, count(t, pool, "cancelled"))
+			return []string{"cancelled"}, nil
+		}, insert("other")})
+	if !errors.Is(errs[1], context.Canceled) || count(t, pool, "cancelled") != 0 {
+		t.Errorf("a write cancelled before the commit: %v, %d rows", errs[1], count(t, pool, "cancelled"))
 	}
-	if count(t, pool, "first") != 1 {
-		t.Error("the other write of that batch was lost")
+	if errs[0] != nil || errs[2] != nil || count(t, pool, "first") != 1 || count(t, pool, "other") != 1 {
+		t.Errorf("the other writes of that batch: %v", errs)
+	}
+}
+
+// Many concurrent writes through Write, on two connections: every one
+// committed exactly once.
+func TestBatcherConcurrent(t *testing.T) {
+	pool := batchPool(t)
+	b := keysBatcher(pool, 8, 2)
+	var wg sync.WaitGroup
+	errs := make([]error, 200)
+	for i := range errs {
+		wg.Go(func() { errs[i] = b.Write(t.Context(), insert(fmt.Sprintf("c-%d", i))) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, pool, "c-%"); n != len(errs) {
+		t.Fatalf("%d rows, want %d", n, len(errs))
 	}
 }

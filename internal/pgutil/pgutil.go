@@ -114,6 +114,13 @@ func (r *Runner) closed() error {
 // cancelled by ctx: once it is sent its outcome is awaited. fn returning
 // ErrNoChange rolls back and reports success.
 func (r *Runner) Write(ctx context.Context, fn func(ctx context.Context, tx pgx.Tx) error) error {
+	return r.retry(ctx, func() (error, bool) { return r.writeOnce(ctx, fn) })
+}
+
+// retry runs once until it succeeds, fails for good (retry false) or has
+// been tried MaxAttempts times, with jittered exponential backoff; ctx and
+// Closed are checked before every attempt.
+func (r *Runner) retry(ctx context.Context, once func() (err error, retry bool)) error {
 	delay := time.Millisecond
 	for attempt := 1; ; attempt++ {
 		if err := ctx.Err(); err != nil {
@@ -122,7 +129,7 @@ func (r *Runner) Write(ctx context.Context, fn func(ctx context.Context, tx pgx.
 		if err := r.closed(); err != nil {
 			return err
 		}
-		err, retry := r.writeOnce(ctx, fn)
+		err, retry := once()
 		if err == nil || !retry || attempt >= r.maxAttempts() {
 			return err
 		}

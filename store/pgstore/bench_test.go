@@ -13,7 +13,8 @@ import (
 
 var (
 	benchPending = flag.String("pending", "1000,100000", "comma-separated pending counts for BenchmarkCycle")
-	benchBatch   = flag.Int("batch", 0, "Options.MaxBatch of the stores the benchmarks open (0: the default; 1: no group commit)")
+	benchBatch   = flag.Int("batch", 0, "Options.MaxBatch of the stores BenchmarkReplicas opens (0: the default; 1: no group commit)")
+	benchConns   = flag.Int("batchconns", 0, "Options.BatchConns of the stores BenchmarkReplicas opens (0: the default)")
 )
 
 // BenchmarkCycle measures durable create → decide → resolve cycles (two
@@ -43,7 +44,7 @@ func BenchmarkReplicas(b *testing.B) {
 	schema := pgtest.Schema(b)
 	stores := make([]aais.Store, 3)
 	for i := range stores {
-		stores[i] = openOpts(b, &pgstore.Options{Schema: schema, MaxBatch: *benchBatch})
+		stores[i] = openOpts(b, &pgstore.Options{Schema: schema, MaxBatch: *benchBatch, BatchConns: *benchConns})
 	}
 	if err := aaistest.PendingRecords(b, 1000, 1000, func(recs []aais.RequestRecord) error {
 		_, err := stores[0].(*pgstore.Store).Import(b.Context(), recs)

@@ -58,10 +58,14 @@ type Options struct {
 	// failures. Zero means DefaultMaxAttempts.
 	MaxAttempts int
 	// MaxBatch is the most concurrent writes run in one transaction
-	// (group commit, pgutil.Batcher): every write takes the sequence row's
-	// lock, so batching is what lets more writers add throughput. Zero
-	// means 32; 1 runs every write alone.
+	// (group commit, pgutil.Batcher): the transaction takes the sequence
+	// row's lock once, for its last statement and its commit, whatever
+	// the number of writes in it. Zero means 32; 1 runs every write
+	// alone.
 	MaxBatch int
+	// BatchConns is the most write transactions (batches) the Store runs
+	// at once; one prepares while another commits. Zero means 2.
+	BatchConns int
 }
 
 // Store is an aais.Store kept in a PostgreSQL schema. It is safe for
@@ -74,7 +78,7 @@ type Store struct {
 	channel     string
 	maxAttempts int
 	runner      pgutil.Runner
-	batcher     *pgutil.Batcher // nil: every write alone
+	batcher     *pgutil.Batcher
 
 	// ctx is cancelled by Close; Subscribe goroutines end with it.
 	ctx       context.Context
@@ -110,6 +114,13 @@ func Open(ctx context.Context, dsn string, o *Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: %w", err)
 	}
+	// The append statement (finish) is planned once per connection: its
+	// generic plan is the custom one, and planning it anew for every
+	// write would cost more than running it. The other statements are
+	// lookups whose generic plans are their custom plans too.
+	if _, ok := cfg.ConnConfig.RuntimeParams["plan_cache_mode"]; !ok {
+		cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
+	}
 	s := &Store{schema: schema, channel: channelName(schema), maxAttempts: DefaultMaxAttempts}
 	if o.MaxAttempts > 0 {
 		s.maxAttempts = o.MaxAttempts
@@ -125,9 +136,7 @@ func Open(ctx context.Context, dsn string, o *Options) (*Store, error) {
 		}
 		return nil
 	}}
-	if o.MaxBatch != 1 {
-		s.batcher = &pgutil.Batcher{R: &s.runner, Max: o.MaxBatch}
-	}
+	s.batcher = &pgutil.Batcher{R: &s.runner, Max: o.MaxBatch, Conns: o.BatchConns, Finish: s.finish}
 	if err := s.migrate(ctx); err != nil {
 		_ = s.Close()
 		return nil, fmt.Errorf("pgstore: open schema %s: %w", schema, err)
@@ -180,7 +189,7 @@ func (s *Store) ID(ctx context.Context) (string, error) {
 // ACCESS EXCLUSIVE locks on the store's tables, so it waits for the
 // transactions in flight and briefly blocks readers.
 func (s *Store) Reset(ctx context.Context) error {
-	return wrap(s.write(ctx, func(ctx context.Context, tx pgx.Tx) error {
+	return wrap(s.writeTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "LOCK TABLE meta, requests, resolutions, rules, events IN ACCESS EXCLUSIVE MODE"); err != nil {
 			return err
 		}
@@ -219,7 +228,8 @@ func (st storedRequest) record() (aais.RequestRecord, error) {
 
 // CreateRequestIfAbsent implements aais.Store. A request that exists is
 // answered from one read, without a transaction; otherwise the write
-// locks the meta row first and checks again under the lock.
+// appends it (finish), and a request another writer created meanwhile is
+// refused by the primary key and read again.
 func (s *Store) CreateRequestIfAbsent(ctx context.Context, rec aais.RequestRecord) (aais.RequestRecord, bool, error) {
 	if err := ctx.Err(); err != nil {
 		return aais.RequestRecord{}, false, err
@@ -232,46 +242,91 @@ func (s *Store) CreateRequestIfAbsent(ctx context.Context, rec aais.RequestRecor
 		stored  storedRequest
 		found   bool
 		created bool
+		p       *pending
 	)
-	err := s.read(ctx, func(ctx context.Context) (err error) {
-		stored, found, err = lookupRequest(ctx, s.pool, id)
-		return err
-	})
-	if err != nil {
-		return aais.RequestRecord{}, false, wrap(err)
-	}
-	if !found {
-		err = s.write(ctx, func(ctx context.Context, tx pgx.Tx) (err error) {
-			var ruleState map[string]bool
-			if r := rec.Resolution; r != nil {
-				// Rule rows are locked before the meta row, in
-				// every write (see doc.go, lock order).
-				if ruleState, err = lockRules(ctx, tx, []string{r.ByRule}); err != nil {
-					return err
-				}
-			}
-			a, err := lockMeta(ctx, tx)
-			if err != nil {
-				return err
-			}
-			stored, created, err = createTx(ctx, a, rec, ruleState)
-			if err != nil {
-				return err
-			}
-			if !created {
-				return errNoChange
-			}
-			return a.flush(ctx, s.channel)
+	for try := 0; ; try++ {
+		err := s.read(ctx, func(ctx context.Context) (err error) {
+			stored, found, err = lookupRequest(ctx, s.pool, id)
+			return err
 		})
 		if err != nil {
 			return aais.RequestRecord{}, false, wrap(err)
 		}
+		if found {
+			break
+		}
+		if p == nil {
+			if p, err = createPending(rec); err != nil {
+				return aais.RequestRecord{}, false, err
+			}
+		}
+		err = s.write(ctx, func(ctx context.Context, tx pgx.Tx, b *pgutil.Batch) (*pending, error) {
+			if !b.Claim("q" + id) {
+				return nil, errBusy
+			}
+			if r := rec.Resolution; r != nil {
+				// A rule locked FOR SHARE: a revocation waits for
+				// this transaction, or this one sees it.
+				ruleState, err := lockRules(ctx, tx, []string{r.ByRule})
+				if err != nil {
+					return nil, err
+				}
+				if err := ruleUsable(ruleState, r.ByRule); err != nil {
+					return nil, err
+				}
+			}
+			return p, nil
+		})
+		if isUnique(err, "requests_pkey") && try == 0 {
+			continue // created meanwhile by another writer: read it
+		}
+		if err != nil {
+			return aais.RequestRecord{}, false, wrap(err)
+		}
+		stored = storedRequest{event: p.events[0].json(p.seq(0)), owner: p.requests[0].owner, fingerprint: rec.Fingerprint}
+		created = true
+		break
 	}
 	if !created && stored.fingerprint != rec.Fingerprint {
 		return aais.RequestRecord{}, false, fmt.Errorf("%w: %s", aais.ErrConflict, id)
 	}
 	out, err := stored.record()
 	return out, created, err
+}
+
+// isUnique reports whether err is a unique violation of constraint.
+func isUnique(err error, constraint string) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == constraint
+}
+
+// createPending is what creating rec appends: the request, and its
+// resolution when it comes resolved.
+func createPending(rec aais.RequestRecord) (*pending, error) {
+	id := rec.Event.Request.ID
+	var owner []byte
+	if rec.Owner != nil {
+		var err error
+		if owner, err = json.Marshal(rec.Owner); err != nil {
+			return nil, err
+		}
+	}
+	t, err := template(rec.Event, id)
+	if err != nil {
+		return nil, err
+	}
+	p := &pending{}
+	p.requests = append(p.requests, requestRow{id: id, fingerprint: rec.Fingerprint, owner: owner,
+		resolved: rec.Resolution != nil, ev: p.event(t)})
+	if r := rec.Resolution; r != nil {
+		rt, err := template(r.Event, id)
+		if err != nil {
+			return nil, err
+		}
+		p.resolutions = append(p.resolutions, resolutionRow{requestID: id,
+			decisionFingerprint: r.DecisionFingerprint, byRule: r.ByRule, ev: p.event(rt)})
+	}
+	return p, nil
 }
 
 // querier is a pool or a transaction.
@@ -326,46 +381,6 @@ func ruleUsable(states map[string]bool, id string) error {
 	return nil
 }
 
-// createTx is CreateRequestIfAbsent inside a write transaction holding the
-// meta row lock. It returns the request as stored, existing or queued in
-// a.
-func createTx(ctx context.Context, a *appender, rec aais.RequestRecord, ruleState map[string]bool) (storedRequest, bool, error) {
-	id := rec.Event.Request.ID
-	st, found, err := lookupRequest(ctx, a.tx, id)
-	if err != nil {
-		return storedRequest{}, false, err
-	}
-	if found {
-		return st, false, nil
-	}
-	var owner []byte
-	if rec.Owner != nil {
-		if owner, err = json.Marshal(rec.Owner); err != nil {
-			return storedRequest{}, false, err
-		}
-	}
-	if r := rec.Resolution; r != nil {
-		if err := ruleUsable(ruleState, r.ByRule); err != nil {
-			return storedRequest{}, false, err
-		}
-	}
-	b, seq, err := a.event(rec.Event, id)
-	if err != nil {
-		return storedRequest{}, false, err
-	}
-	a.queue("INSERT INTO requests (id, fingerprint, event, sequence, owner, resolved) VALUES ($1, $2, $3, $4, $5, $6)",
-		id, rec.Fingerprint, b, seq, owner, rec.Resolution != nil)
-	if r := rec.Resolution; r != nil {
-		rb, rseq, err := a.event(r.Event, id)
-		if err != nil {
-			return storedRequest{}, false, err
-		}
-		a.queue("INSERT INTO resolutions (request_id, decision_fingerprint, by_rule, event, sequence) VALUES ($1, $2, $3, $4, $5)",
-			id, r.DecisionFingerprint, r.ByRule, rb, rseq)
-	}
-	return storedRequest{event: b, owner: owner, fingerprint: rec.Fingerprint}, true, nil
-}
-
 // Import records many requests in one transaction, each as
 // CreateRequestIfAbsent would (existing identical requests, and repeats
 // within recs, are skipped), and returns how many it created. It is all or
@@ -400,7 +415,7 @@ func (s *Store) Import(ctx context.Context, recs []aais.RequestRecord) (int, err
 		}
 	}
 	var n int
-	err := s.write(ctx, func(ctx context.Context, tx pgx.Tx) error {
+	err := s.writeTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		n = 0
 		var ruleState map[string]bool
 		if len(byRule) > 0 {
@@ -577,12 +592,30 @@ func (s *Store) ResolveIfPending(ctx context.Context, rec aais.ResolutionRecord)
 		return aais.ResolutionRecord{}, false, fmt.Errorf("%w: %s", aais.ErrUnknownRequest, id)
 	}
 	if stored == nil {
-		err = s.write(ctx, func(ctx context.Context, tx pgx.Tx) error {
+		p := &pending{}
+		t, err := template(rec.Event, id)
+		if err != nil {
+			return aais.ResolutionRecord{}, false, err
+		}
+		p.resolutions = append(p.resolutions, resolutionRow{requestID: id, decisionFingerprint: rec.DecisionFingerprint,
+			byRule: rec.ByRule, ev: p.event(t)})
+		p.resolve = []string{id}
+		if r := rec.Rule; r != nil {
+			rb, err := r.MarshalJSON()
+			if err != nil {
+				return aais.ResolutionRecord{}, false, err
+			}
+			p.rules = append(p.rules, ruleRow{id: r.ID, requestID: id, revoked: r.Revoked(), json: rb})
+		}
+		err = s.write(ctx, func(ctx context.Context, tx pgx.Tx, b *pgutil.Batch) (*pending, error) {
 			stored, dfp, resolved = nil, "", false
+			if !b.Claim("q" + id) {
+				return nil, errBusy
+			}
 			var isResolved bool
 			err := tx.QueryRow(ctx, "SELECT resolved FROM requests WHERE id = $1 FOR UPDATE", id).Scan(&isResolved)
 			if err != nil {
-				return err // the request existed: ErrNoRows means a Reset
+				return nil, err // the request existed: ErrNoRows means a Reset
 			}
 			if isResolved {
 				var err error
@@ -591,53 +624,39 @@ func (s *Store) ResolveIfPending(ctx context.Context, rec aais.ResolutionRecord)
 					err = errors.New("request marked resolved without a resolution")
 				}
 				if err != nil {
-					return err
+					return nil, err
 				}
-				return errNoChange
+				return nil, errNoChange
 			}
-			var ruleState map[string]bool
 			if rec.ByRule != "" {
-				if ruleState, err = lockRules(ctx, tx, []string{rec.ByRule}); err != nil {
-					return err
+				ruleState, err := lockRules(ctx, tx, []string{rec.ByRule})
+				if err != nil {
+					return nil, err
 				}
 				if err := ruleUsable(ruleState, rec.ByRule); err != nil {
-					return err
+					return nil, err
 				}
 			}
-			a, err := lockMeta(ctx, tx)
-			if err != nil {
-				return err
-			}
-			b, seq, err := a.event(rec.Event, id)
-			if err != nil {
-				return err
-			}
-			a.queue("INSERT INTO resolutions (request_id, decision_fingerprint, by_rule, event, sequence) VALUES ($1, $2, $3, $4, $5)",
-				id, rec.DecisionFingerprint, rec.ByRule, b, seq)
-			a.queue("UPDATE requests SET resolved = true WHERE id = $1", id)
 			if r := rec.Rule; r != nil {
-				rb, err := r.MarshalJSON()
-				if err != nil {
-					return err
+				if !b.Claim("r" + r.ID) {
+					return nil, errBusy
 				}
-				// Under the meta lock every earlier rule insert has
-				// committed, so this check sees them all.
+				// A rule committed with this id or for this request
+				// is a conflict; one being committed now is refused
+				// by the primary key or the request_id unique index.
 				var taken bool
 				if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM rules WHERE id = $1 OR request_id = $2)", r.ID, id).Scan(&taken); err != nil {
-					return err
+					return nil, err
 				}
 				if taken {
-					return fmt.Errorf("%w: rule %s", aais.ErrConflict, r.ID)
+					return nil, fmt.Errorf("%w: rule %s", aais.ErrConflict, r.ID)
 				}
-				a.queue("INSERT INTO rules (id, request_id, revoked, json) VALUES ($1, $2, $3, $4)",
-					r.ID, id, r.Revoked(), rb)
 			}
-			if err := a.flush(ctx, s.channel); err != nil {
-				return err
-			}
-			stored, dfp, resolved = b, rec.DecisionFingerprint, true
-			return nil
+			return p, nil
 		})
+		if err == nil && stored == nil {
+			stored, dfp, resolved = p.events[0].json(p.seq(0)), rec.DecisionFingerprint, true
+		}
 		if errors.Is(err, pgx.ErrNoRows) {
 			err = fmt.Errorf("%w: %s", aais.ErrUnknownRequest, id)
 		}
@@ -856,7 +875,7 @@ func (s *Store) RevokeRule(ctx context.Context, id string, at time.Time, by aais
 		out     *aais.Rule
 		revoked bool
 	)
-	err := s.write(ctx, func(ctx context.Context, tx pgx.Tx) error {
+	err := s.writeTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		out, revoked = nil, false
 		var b []byte
 		err := tx.QueryRow(ctx, "SELECT json FROM rules WHERE id = $1 FOR UPDATE", id).Scan(&b)

@@ -1,6 +1,7 @@
 package pgstore
 
 import (
+	"bytes"
 	"context"
 	"embed"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"strconv"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/custos-runtime/custos/aais"
 	"github.com/custos-runtime/custos/internal/migrations"
@@ -19,16 +21,31 @@ import (
 // exists, a resolution already recorded) and set its results.
 var errNoChange = pgutil.ErrNoChange
 
-// write runs fn in a READ COMMITTED transaction and commits it, retrying
-// on transient failures (pgutil.Runner.Write): a context done before the
-// commit writes nothing, and a commit whose outcome is unknown is not
-// retried (pgutil.ErrCommitUnknown).
-// Concurrent writes share a transaction and its commit (pgutil.Batcher)
-// unless Options.MaxBatch is 1.
-func (s *Store) write(ctx context.Context, fn func(ctx context.Context, tx pgx.Tx) error) error {
-	if s.batcher != nil {
-		return s.batcher.Write(ctx, fn)
-	}
+// errBusy: the write depends on another write of the same batch (the same
+// request or rule); it is run again alone once the batch committed.
+var errBusy = errors.New("claimed by another write of the batch")
+
+// write runs prep, which reads and locks what a write decides on and
+// returns the *pending it appends (or errNoChange), in a READ COMMITTED
+// transaction, alone or with concurrent writes (pgutil.Batcher; alone when
+// Options.MaxBatch is 1), and then appends every pending of the
+// transaction in one statement and commits (finish). A context done before
+// the commit writes nothing, transient failures are retried, and a commit
+// whose outcome is unknown is not (pgutil.ErrCommitUnknown).
+func (s *Store) write(ctx context.Context, prep func(ctx context.Context, tx pgx.Tx, b *pgutil.Batch) (*pending, error)) error {
+	return s.batcher.Write(ctx, func(ctx context.Context, tx pgx.Tx, b *pgutil.Batch) (any, error) {
+		p, err := prep(ctx, tx, b)
+		if err != nil {
+			return nil, err
+		}
+		return p, nil
+	})
+}
+
+// writeTx runs fn in a transaction of its own (pgutil.Runner.Write), for
+// the writes that do not go through finish: Import, Reset, RevokeRule and
+// the migrations.
+func (s *Store) writeTx(ctx context.Context, fn func(ctx context.Context, tx pgx.Tx) error) error {
 	return s.runner.Write(ctx, fn)
 }
 
@@ -36,6 +53,200 @@ func (s *Store) write(ctx context.Context, fn func(ctx context.Context, tx pgx.T
 // snapshot) and retries it on the same transient failures as write.
 func (s *Store) read(ctx context.Context, fn func(ctx context.Context) error) error {
 	return s.runner.Read(ctx, fn)
+}
+
+// seqKey is how Marshal writes a message's sequence: the message's fifth
+// member, after four strings, so its first occurrence is that member.
+var seqKey = []byte(`"sequence":` + strconv.FormatUint(aais.MaxSequence, 10))
+
+// eventTemplate is the JSON of an event around its sequence: for every
+// sequence n, aais.Marshal of the message with sequence n is pre, n in
+// decimal, suf. finish builds the stored JSON so, in SQL, once the
+// sequence is known.
+type eventTemplate struct {
+	pre, suf  []byte
+	typ       aais.Type
+	requestID string
+}
+
+// template marshals m (validating it) with its sequence left open.
+func template(m *aais.Message, requestID string) (eventTemplate, error) {
+	c := *m
+	c.Sequence = aais.MaxSequence
+	b, err := aais.Marshal(&c)
+	if err != nil {
+		return eventTemplate{}, err
+	}
+	i := bytes.Index(b, seqKey)
+	end := i + len(seqKey)
+	if i < 0 || end >= len(b) || (b[end] != ',' && b[end] != '}') {
+		return eventTemplate{}, errors.New("pgstore: cannot place the sequence in the event's JSON")
+	}
+	pre := b[: i+len(`"sequence":`) : i+len(`"sequence":`)]
+	return eventTemplate{pre: pre, suf: b[end:], typ: c.Type, requestID: requestID}, nil
+}
+
+// json is the event's JSON at sequence seq, as finish stores it.
+func (t eventTemplate) json(seq uint64) []byte {
+	out := make([]byte, 0, len(t.pre)+20+len(t.suf))
+	out = append(out, t.pre...)
+	out = strconv.AppendUint(out, seq, 10)
+	return append(out, t.suf...)
+}
+
+// pending is what one write appends: its events, in order, and the rows
+// that carry them. finish gives the events consecutive sequences and sets
+// first, the sequence of events[0].
+type pending struct {
+	events      []eventTemplate
+	requests    []requestRow
+	resolutions []resolutionRow
+	resolve     []string // requests marked resolved
+	rules       []ruleRow
+
+	first uint64
+}
+
+// requestRow and resolutionRow carry the event at index ev of their
+// pending.
+type requestRow struct {
+	id, fingerprint string
+	owner           []byte
+	resolved        bool
+	ev              int
+}
+
+type resolutionRow struct {
+	requestID, decisionFingerprint, byRule string
+	ev                                     int
+}
+
+type ruleRow struct {
+	id, requestID string
+	revoked       bool
+	json          []byte
+}
+
+// event adds t and returns its index.
+func (p *pending) event(t eventTemplate) int {
+	p.events = append(p.events, t)
+	return len(p.events) - 1
+}
+
+// seq is the sequence of event i, once finish has run.
+func (p *pending) seq(i int) uint64 { return p.first + uint64(i) }
+
+// appendSQL appends the events of a transaction and their rows in one
+// statement. The meta row is locked by its UPDATE, the first thing the
+// statement does: under READ COMMITTED an UPDATE that waited for the row
+// continues from the row as its previous holder committed it, so base is
+// that holder's last sequence. Every other part reads m, so nothing is
+// written if meta is missing (no row returned). The statement's other
+// reads would see the snapshot taken before the lock was granted, so
+// there are none: uniqueness (a request created concurrently, a rule id
+// taken) is checked by the indexes, which see every committed row.
+const appendSQL = `
+WITH m AS (
+	UPDATE meta SET latest_sequence = latest_sequence + $1 WHERE singleton
+	RETURNING latest_sequence - $1 AS base, latest_sequence AS latest, store_id
+), e AS (
+	SELECT u.o, m.base + u.o AS seq, u.t, u.rid, u.pre || convert_to((m.base + u.o)::text, 'UTF8') || u.suf AS json
+	FROM m, unnest($2::text[], $3::text[], $4::bytea[], $5::bytea[]) WITH ORDINALITY AS u(t, rid, pre, suf, o)
+), ie AS (
+	INSERT INTO events (sequence, type, request_id, json) SELECT seq, t, rid, json FROM e
+), iq AS (
+	INSERT INTO requests (id, fingerprint, event, sequence, owner, resolved)
+	SELECT r.id, r.fp, e.json, e.seq, r.owner, r.resolved
+	FROM unnest($6::text[], $7::text[], $8::bytea[], $9::bool[], $10::bigint[]) AS r(id, fp, owner, resolved, ev)
+	JOIN e ON e.o = r.ev
+), ir AS (
+	INSERT INTO resolutions (request_id, decision_fingerprint, by_rule, event, sequence)
+	SELECT r.rid, r.dfp, r.br, e.json, e.seq
+	FROM unnest($11::text[], $12::text[], $13::text[], $14::bigint[]) AS r(rid, dfp, br, ev)
+	JOIN e ON e.o = r.ev
+), ur AS (
+	UPDATE requests SET resolved = true FROM m WHERE requests.id = ANY($15::text[])
+), il AS (
+	INSERT INTO rules (id, request_id, revoked, json)
+	SELECT u.id, u.rid, u.revoked, u.json
+	FROM m, unnest($16::text[], $17::text[], $18::bool[], $19::bytea[]) AS u(id, rid, revoked, json)
+)
+SELECT base, store_id, pg_notify($20, store_id || ':' || latest) FROM m`
+
+// finish appends what the writes of one transaction prepared (appendSQL)
+// and commits, in one round trip: the meta row is locked for that
+// statement and the commit only. PostgreSQL delivers the notification
+// '<store_id>:<last sequence>' at commit, only if it commits.
+func (s *Store) finish(ctx context.Context, tx pgx.Tx, prepared []any) error {
+	var (
+		types, rids           []string
+		pres, sufs            [][]byte
+		qIDs, qFPs            []string
+		qOwners               [][]byte
+		qResolved             []bool
+		qEv                   []int64
+		sRIDs, sDFPs, sByRule []string
+		sEv                   []int64
+		resolve               []string
+		lIDs, lRIDs           []string
+		lRevoked              []bool
+		lJSON                 [][]byte
+		ps                    = make([]*pending, 0, len(prepared))
+		offsets               = make([]int64, 0, len(prepared))
+		n                     int64
+	)
+	for _, v := range prepared {
+		p := v.(*pending)
+		ps = append(ps, p)
+		offsets = append(offsets, n)
+		for _, t := range p.events {
+			types, rids = append(types, string(t.typ)), append(rids, t.requestID)
+			pres, sufs = append(pres, t.pre), append(sufs, t.suf)
+		}
+		for _, r := range p.requests {
+			qIDs, qFPs, qOwners = append(qIDs, r.id), append(qFPs, r.fingerprint), append(qOwners, r.owner)
+			qResolved, qEv = append(qResolved, r.resolved), append(qEv, n+int64(r.ev)+1)
+		}
+		for _, r := range p.resolutions {
+			sRIDs, sDFPs, sByRule = append(sRIDs, r.requestID), append(sDFPs, r.decisionFingerprint), append(sByRule, r.byRule)
+			sEv = append(sEv, n+int64(r.ev)+1)
+		}
+		resolve = append(resolve, p.resolve...)
+		for _, r := range p.rules {
+			lIDs, lRIDs, lRevoked, lJSON = append(lIDs, r.id), append(lRIDs, r.requestID), append(lRevoked, r.revoked), append(lJSON, r.json)
+		}
+		n += int64(len(p.events))
+	}
+	if n == 0 || n > aais.MaxSequence {
+		return errors.New("pgstore: a write without events")
+	}
+	var b pgx.Batch
+	b.Queue(appendSQL, n, types, rids, pres, sufs, qIDs, qFPs, qOwners, qResolved, qEv,
+		sRIDs, sDFPs, sByRule, sEv, resolve, lIDs, lRIDs, lRevoked, lJSON, s.channel)
+	var base int64
+	err := pgutil.SendCommit(ctx, tx, &b, func(br pgx.BatchResults) error {
+		var id string
+		err := br.QueryRow().Scan(&base, &id, nil)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return errMetaMissing
+		}
+		return err
+	})
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "23514" && (pe.TableName == "meta" || pe.TableName == "events") {
+		// latest_sequence or an event's sequence beyond MaxSequence.
+		return aais.ErrSequenceExhausted
+	}
+	if err != nil {
+		return err
+	}
+	if base < 0 {
+		return fmt.Errorf("event log damaged: latest sequence %d", base)
+	}
+	for i, p := range ps {
+		p.first = uint64(base+offsets[i]) + 1
+	}
+	return nil
 }
 
 // appender hands out the sequences of one write transaction and queues its
@@ -72,28 +283,6 @@ func lockMeta(ctx context.Context, tx pgx.Tx) (*appender, error) {
 	a.latest, a.initial = uint64(n), uint64(n)
 	return a, nil
 }
-
-// event gives m the next sequence, queues its insert into the log and
-// returns its JSON and sequence.
-func (a *appender) event(m *aais.Message, requestID string) ([]byte, int64, error) {
-	if a.latest >= aais.MaxSequence {
-		return nil, 0, aais.ErrSequenceExhausted
-	}
-	c := *m
-	c.Sequence = a.latest + 1
-	b, err := aais.Marshal(&c)
-	if err != nil {
-		return nil, 0, err
-	}
-	a.latest = c.Sequence
-	seq := int64(c.Sequence)
-	a.b.Queue("INSERT INTO events (sequence, type, request_id, json) VALUES ($1, $2, $3, $4)",
-		seq, string(c.Type), requestID, b)
-	return b, seq, nil
-}
-
-// queue adds a statement to the batch.
-func (a *appender) queue(sql string, args ...any) { a.b.Queue(sql, args...) }
 
 // flush queues the meta update and the notification (delivered by
 // PostgreSQL at commit, and only if the transaction commits) and sends the
@@ -156,7 +345,7 @@ func (s *Store) migrate(ctx context.Context) error {
 		return err
 	}
 	q := pgx.Identifier{s.schema}.Sanitize() + "."
-	return s.write(ctx, func(ctx context.Context, tx pgx.Tx) error {
+	return s.writeTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		err := pgutil.Migrate(ctx, tx, pgutil.Schema{Name: s.schema, Table: "schema_migrations", Migrations: ms,
 			TooNew: ErrSchemaTooNew, Applied: func(ctx context.Context, tx pgx.Tx, m migrations.Migration) error {
 				if m.Version != 1 {
