@@ -287,11 +287,115 @@ func (c copyLimits) raw(v []byte, at int) bool {
 	// A string without escapes or a short integer needs no decoder: the
 	// strict rules (UTF-8, control characters, escapes, exact integers)
 	// hold for it by construction.
-	if isPlainScalar(v) && (v[0] == '"' || len(v) <= 15) {
+	if end, ok := plainValue(v, 0); ok && end == len(v) {
 		return true
 	}
 	_, err := c.jcs.Decode(v)
 	return err == nil
+}
+
+// plainValue reads the JSON value at v[i:] and returns where it ends, when
+// it is plain: strings without escapes or control characters, of valid
+// UTF-8; integers of at most 15 plain digits; true, false, null; and
+// arrays and objects of those, objects with at most 16 members and no
+// name twice. Plain JSON holds every strict rule (jcs) by construction,
+// so it needs no decoder. Anything else is false: not decided here. The
+// caller has checked v's nesting depth, which bounds the recursion.
+func plainValue(v []byte, i int) (int, bool) {
+	if i >= len(v) {
+		return 0, false
+	}
+	switch c := v[i]; {
+	case c == '"':
+		return plainString(v, i)
+	case c >= '0' && c <= '9':
+		j := i
+		for j < len(v) && isDigitByte(v[j]) {
+			j++
+		}
+		if j-i > 15 || (c == '0' && j-i > 1) {
+			return 0, false
+		}
+		return j, true
+	case c == 't' || c == 'f' || c == 'n':
+		for _, lit := range [...]string{"true", "false", "null"} {
+			if len(v)-i >= len(lit) && string(v[i:i+len(lit)]) == lit {
+				return i + len(lit), true
+			}
+		}
+		return 0, false
+	case c == '[':
+		i++
+		if i < len(v) && v[i] == ']' {
+			return i + 1, true
+		}
+		for {
+			var ok bool
+			if i, ok = plainValue(v, i); !ok || i >= len(v) {
+				return 0, false
+			}
+			switch v[i] {
+			case ',':
+				i++
+			case ']':
+				return i + 1, true
+			default:
+				return 0, false
+			}
+		}
+	case c == '{':
+		i++
+		if i < len(v) && v[i] == '}' {
+			return i + 1, true
+		}
+		var arr [16][2]int // the names so far, as offsets into v
+		names := arr[:0]
+		for {
+			end, ok := plainString(v, i)
+			if !ok || len(names) == len(arr) {
+				return 0, false
+			}
+			name := v[i+1 : end-1]
+			for _, n := range names {
+				if bytes.Equal(v[n[0]:n[1]], name) {
+					return 0, false
+				}
+			}
+			names = append(names, [2]int{i + 1, end - 1})
+			if end >= len(v) || v[end] != ':' {
+				return 0, false
+			}
+			if i, ok = plainValue(v, end+1); !ok || i >= len(v) {
+				return 0, false
+			}
+			switch v[i] {
+			case ',':
+				i++
+			case '}':
+				return i + 1, true
+			default:
+				return 0, false
+			}
+		}
+	}
+	return 0, false
+}
+
+// plainString reads a string without escapes or control characters, of
+// valid UTF-8, at v[i:], and returns where it ends.
+func plainString(v []byte, i int) (int, bool) {
+	if i >= len(v) || v[i] != '"' {
+		return 0, false
+	}
+	for j := i + 1; j < len(v); j++ {
+		switch c := v[j]; {
+		case c == '"':
+			return j + 1, utf8.Valid(v[i+1 : j])
+		case c < 0x20 || c == '\\':
+			return 0, false
+		}
+	}
+	return 0, false
 }
 
 // fits reports whether v is compact and within the depth limit when the

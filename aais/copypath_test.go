@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/custos-runtime/custos/jcs"
 )
 
 // copySeeds are the valid messages the copy-path tests start from: every
@@ -426,4 +428,46 @@ func TestCloneValuesDoNotOverlap(t *testing.T) {
 			t.Errorf("%s: copy holds %q after appending to its neighbours, want %q", k, got, v)
 		}
 	}
+}
+
+var plainCases = []struct {
+	in    string
+	plain bool
+}{
+	{`"a"`, true}, {`""`, true}, {`"é"`, true}, {`0`, true}, {`123456789012345`, true}, {`true`, true},
+	{`null`, true}, {`[]`, true}, {`{}`, true}, {`{"a":[1,{"b":"c"}],"b":null}`, true}, {`[[],{}]`, true},
+	{`1234567890123456`, false}, {`01`, false}, {`-1`, false}, {`1.5`, false}, {`1e2`, false},
+	{`"\n"`, false}, {`"a` + "\x01" + `"`, false}, {`"\xff"`, false}, {`{"a":1,"a":2}`, false},
+	{`{"a":1,}`, false}, {`[1,]`, false}, {`[1 2]`, false}, {`{"a"}`, false}, {`{a:1}`, false},
+	{`tru`, false}, {`"a`, false}, {`[`, false}, {`{"a":1`, false}, {``, false},
+}
+
+// TestPlainValue: plain JSON is what it says, and jcs agrees it is valid.
+func TestPlainValue(t *testing.T) {
+	for _, c := range plainCases {
+		end, ok := plainValue([]byte(c.in), 0)
+		got := ok && end == len(c.in)
+		if got != c.plain {
+			t.Errorf("plainValue(%q) = %v, want %v", c.in, got, c.plain)
+		}
+		if got {
+			if _, err := jcs.Decode([]byte(c.in)); err != nil {
+				t.Errorf("plain %q, but jcs refuses it: %v", c.in, err)
+			}
+		}
+	}
+}
+
+// FuzzPlainValue: whatever plainValue accepts, jcs accepts.
+func FuzzPlainValue(f *testing.F) {
+	for _, c := range plainCases {
+		f.Add([]byte(c.in))
+	}
+	f.Fuzz(func(t *testing.T, v []byte) {
+		if end, ok := plainValue(v, 0); ok && end == len(v) {
+			if _, err := jcs.Decode(v); err != nil {
+				t.Fatalf("plain %q, but jcs refuses it: %v", v, err)
+			}
+		}
+	})
 }

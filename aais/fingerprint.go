@@ -24,20 +24,29 @@ import (
 func fingerprint(p interface{ MarshalJSON() ([]byte, error) }) (string, error) {
 	var canon []byte
 	var ok bool
+	bp := encodeBuffers.Get().(*[]byte)
 	switch v := p.(type) {
 	case *Request:
-		canon, ok = canonicalRequest(make([]byte, 0, 2048), v)
+		canon, ok = canonicalRequest((*bp)[:0], v)
 	case *Decision:
-		canon, ok = canonicalDecision(make([]byte, 0, 512), v)
+		canon, ok = canonicalDecision((*bp)[:0], v)
 	}
+	var d string
 	if ok && len(canon) <= rawBudget*4 {
-		return jcs.DigestCanonical(canon), nil
+		d = jcs.DigestCanonical(canon)
+	}
+	if cap(canon) <= 64<<10 {
+		*bp = canon[:0]
+		encodeBuffers.Put(bp)
+	}
+	if d != "" {
+		return d, nil
 	}
 	b, err := p.MarshalJSON()
 	if err != nil {
 		return "", err
 	}
-	d, err := jcs.Digest(b)
+	d, err = jcs.Digest(b)
 	if err != nil {
 		return "", errors.Join(ErrInvalid, err)
 	}
