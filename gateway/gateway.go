@@ -66,6 +66,12 @@ type Options struct {
 	Authority *aais.Authority
 	Exchanges exchange.Backend
 	Audit     *audit.Log
+	// Units, when set, makes the writes of one pipeline step (the
+	// exchange's state, its approval request or resolution, the audit
+	// record that describes them) one transaction: store.State on one
+	// SQLite file. Nil writes each on its own, and the pipeline recovers
+	// from a crash between them (reconcile).
+	Units UnitOfWork
 	// Profiles are the compliance profiles (the bundled ones when nil).
 	Profiles *compliance.Registry
 	// ApprovalTTL is how long a reviewer has (10 minutes when zero).
@@ -107,6 +113,18 @@ type Options struct {
 	Logger *slog.Logger
 }
 
+// UnitOfWork runs fn so that every write of the gateway's stores it makes
+// with fn's context commits together, or none does. fn may run more than
+// once (a retried transaction): it only reads and writes the stores.
+type UnitOfWork interface {
+	Unit(ctx context.Context, fn func(ctx context.Context) error) error
+}
+
+// separate is the UnitOfWork of stores that share no transaction.
+type separate struct{}
+
+func (separate) Unit(ctx context.Context, fn func(context.Context) error) error { return fn(ctx) }
+
 // Gateway runs the pipeline. It is safe for concurrent use.
 type Gateway struct {
 	o       Options
@@ -139,6 +157,9 @@ func New(o Options) (*Gateway, error) {
 	}
 	if o.Algorithms == nil {
 		o.Algorithms = []string{sig.EdDSA, sig.ES256, sig.RS256}
+	}
+	if o.Units == nil {
+		o.Units = separate{}
 	}
 	if o.Profiles == nil {
 		o.Profiles = compliance.Default()
@@ -478,8 +499,44 @@ func (g *Gateway) receive(ctx context.Context, in Inbound, who *requestInfo) Rep
 		// instead of two.
 		x.State = exchange.Executing
 	}
-	x, created, err := g.o.Exchanges.Create(ctx, x)
+	if x.ID == "" {
+		x.ID = exchange.NewID()
+	}
+	accepted := rec
+	accepted.Outcome, accepted.ASCCode = audit.OutcomeAccepted, int(asc.Accepted)
+	accepted.Details = map[string]any{"exchange_id": x.ID, "action_digest": digest}
+	for k, v := range rec.Details {
+		accepted.Details[k] = v
+	}
+	// One step: the exchange and the record of its reception commit
+	// together (Options.Units), or neither does.
+	var created bool
+	var auditErr error
+	err = g.o.Units.Unit(ctx, func(ctx context.Context) error {
+		var err error
+		x, created, err = g.o.Exchanges.Create(ctx, x)
+		if err != nil || !created {
+			return err
+		}
+		if _, auditErr = g.o.Audit.Append(ctx, accepted); auditErr != nil {
+			return auditErr
+		}
+		return nil
+	})
 	switch {
+	case auditErr != nil:
+		// Nothing runs unrecorded. Where the exchange was written on
+		// its own, a call that would run now ends failed; one that waits
+		// for approval stays received, for its retry or reconcile to
+		// move on (ending it here would race them: an approval submitted
+		// for an exchange that had ended).
+		rep := g.internal(ctx, from, msgID, now, auditErr)
+		if x.State == exchange.Executing {
+			if _, err := g.o.Exchanges.Get(context.WithoutCancel(ctx), x.ID); err == nil {
+				g.abandon(context.WithoutCancel(ctx), x, rep)
+			}
+		}
+		return rep
 	case errors.Is(err, exchange.ErrKeyReused):
 		return fail(&arsia.Error{Code: arsia.CodeConflict, Description: "The idempotency key was already used for another request.",
 			Details: map[string]any{"reason": "idempotency_key_reused"}})
@@ -500,23 +557,7 @@ func (g *Gateway) receive(ctx context.Context, in Inbound, who *requestInfo) Rep
 		g.running.Store(x.ID, true)
 		defer g.running.Delete(x.ID)
 	}
-	rec.Outcome = audit.OutcomeAccepted
-	rec.ASCCode = int(asc.Accepted)
-	if rec.Details == nil {
-		rec.Details = map[string]any{}
-	}
-	rec.Details["exchange_id"], rec.Details["action_digest"] = x.ID, digest
-	if _, err := g.o.Audit.Append(ctx, rec); err != nil {
-		// Nothing runs unrecorded. A call that would run now ends
-		// failed; one that waits for approval stays received, for its
-		// retry or reconcile to move on (ending it here would race them:
-		// an approval submitted for an exchange that had ended).
-		rep := g.internal(ctx, from, msgID, now, err)
-		if x.State == exchange.Executing {
-			g.abandon(ctx, x, rep)
-		}
-		return rep
-	}
+	rec = accepted
 
 	// 5 oversight
 	if oversight != compliance.OversightRequiredBeforeExecution {

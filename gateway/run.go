@@ -116,14 +116,6 @@ func (g *Gateway) execute(ctx context.Context, x exchange.Exchange, h handler.Ha
 	if err != nil {
 		return g.internal(ctx, call.From, call.MessageID, now, err)
 	}
-	if _, err := g.o.Audit.Append(ctx, rec); err != nil {
-		// The action ran; its record failed. Fail closed: the sender is
-		// told the result is unknown, never that it succeeded unrecorded.
-		g.log(ctx).ErrorContext(ctx, "audit write failed after execution", "exchange", x.ID, "err", err)
-		reply, _ = g.signError(ctx, call.From, call.MessageID,
-			resultUnknown("The action ran but could not be recorded; its result is withheld."), now)
-		status = 500
-	}
 	final := exchange.Done
 	if status >= 400 {
 		final = exchange.Failed
@@ -136,8 +128,31 @@ func (g *Gateway) execute(ctx context.Context, x exchange.Exchange, h handler.Ha
 		// The sender was told to wait: the answer goes to its callback too.
 		change.Deliveries = g.deliveries(x.Sender, reply)
 	}
-	x, _, err = g.o.Exchanges.Apply(ctx, x.ID, exchange.Executing, final, change)
+	// One step: the execution record and the reply commit together
+	// (Options.Units).
+	var auditErr error
+	err = g.o.Units.Unit(ctx, func(ctx context.Context) error {
+		if _, auditErr = g.o.Audit.Append(ctx, rec); auditErr != nil {
+			return auditErr
+		}
+		_, _, err := g.o.Exchanges.Apply(ctx, x.ID, exchange.Executing, final, change)
+		return err
+	})
+	if auditErr != nil {
+		// The action ran; its record failed. Fail closed: the sender is
+		// told the result is unknown, never that it succeeded unrecorded.
+		g.log(ctx).ErrorContext(ctx, "audit write failed after execution", "exchange", x.ID, "err", auditErr)
+		reply, _ = g.signError(ctx, call.From, call.MessageID,
+			resultUnknown("The action ran but could not be recorded; its result is withheld."), now)
+		status = 500
+		change = exchange.Change{Reply: reply, ReplyStatus: status, Review: change.Review}
+		if meta.Waited {
+			change.Deliveries = g.deliveries(x.Sender, reply)
+		}
+		_, _, err = g.o.Exchanges.Apply(ctx, x.ID, exchange.Executing, exchange.Failed, change)
+	}
 	if err != nil {
+		// Left executing: reconcile ends it with an unknown result.
 		g.log(ctx).ErrorContext(ctx, "recording an exchange's reply", "exchange", x.ID, "err", err)
 	}
 	return Reply{Status: status, Envelope: reply, ExchangeID: x.ID}

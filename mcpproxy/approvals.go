@@ -60,7 +60,7 @@ func OpenEmbedded(ctx context.Context, location string) (*Embedded, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := store.Open(ctx, loc)
+	st, err := store.OpenApprovals(ctx, loc)
 	if err != nil {
 		return nil, err
 	}

@@ -1,7 +1,20 @@
-// Package store opens the approval store a location names, so that the
-// commands and the gateway agree on what "--store" means. The backends
-// live in the sub-packages: memstore (memory), filestore (one JSON file
-// shared by processes) and sqlitestore (SQLite, the default).
+// Package store opens the state a location names, so that the commands
+// and the gateway agree on what "--store" means: Open returns everything a
+// deployment keeps (State), OpenApprovals the approval store alone.
+//
+// Every storage adapter lives in a sub-package named after its technology
+// and, where one technology serves several domains, the domain:
+//
+//	sqlitestore, sqliteexchange, sqliteaudit        SQLite (one file: StateFile)
+//	pgstore, pgexchange, pgaudit, pgreplay, pgratelimit  PostgreSQL (one schema)
+//	memstore, filestore                             approvals in memory, in a JSON file
+//
+// The domain packages (aais, audit, gateway/exchange) keep the types, the
+// rules, the interfaces and the in-memory implementations, and import no
+// adapter. The SQL of the two dialects is kept parallel, package by
+// package, rather than behind a shared query layer: each adapter reads as
+// plain SQL for its database, and the kits (aaistest, audittest,
+// exchangetest) hold them to one behaviour.
 package store
 
 import (
@@ -24,7 +37,7 @@ import (
 )
 
 // DefaultFile is the SQLite file name used when a location is a directory.
-const DefaultFile = "approvals.db"
+const DefaultFile = StateFile
 
 // ErrUnsupported: the location names a backend this build does not have.
 var ErrUnsupported = errors.New("store: unsupported location")
@@ -67,7 +80,7 @@ func (l Location) String() string {
 
 // Parse reads a store location:
 //
-//	""                      the SQLite file approvals.db in DefaultDataDir()
+//	""                      the SQLite file custos.db in DefaultDataDir()
 //	sqlite:PATH             a SQLite database file
 //	file:PATH               a filestore JSON state file
 //	memory:                 an in-memory store (gone when the process ends)
@@ -75,7 +88,7 @@ func (l Location) String() string {
 //	                        tables live in the schema "custos", or the one
 //	                        named by the custos_schema=NAME parameter
 //	PATH ending in .json    a filestore file
-//	an existing directory   DIR/approvals.db (SQLite)
+//	an existing directory   DIR/custos.db (SQLite)
 //	any other PATH          a SQLite database file
 func Parse(s string) (Location, error) {
 	switch {
@@ -157,14 +170,19 @@ type Store interface {
 	io.Closer
 }
 
-// Open opens the store at l, creating it when missing.
-func Open(ctx context.Context, l Location) (Store, error) {
+// OpenApprovals opens the approval store at l alone, creating it when
+// missing (a SQLite file in the layout before StateFile is migrated
+// first, as by Open).
+func OpenApprovals(ctx context.Context, l Location) (Store, error) {
 	switch l.Kind {
 	case KindMemory:
 		return nopCloser{memstore.New()}, nil
 	case KindFile:
 		return filestore.Open(l.Path, nil)
 	case KindSQLite:
+		if _, err := MigrateLayout(ctx, l.Path); err != nil {
+			return nil, err
+		}
 		return sqlitestore.Open(ctx, l.Path, nil)
 	case KindPostgres:
 		return pgstore.Open(ctx, l.DSN, &pgstore.Options{Schema: l.Schema})

@@ -41,11 +41,11 @@ func newApprovalsCommand() *cobra.Command {
 		Long: `Work directly on an approval store, as the local operator.
 
 The store is named by --store (or $CUSTOS_STORE):
-  (nothing)          approvals.db in the data directory ($CUSTOS_DATA_DIR, or
+  (nothing)          custos.db in the data directory ($CUSTOS_DATA_DIR, or
                      ~/.local/share/custos)
   sqlite:PATH, PATH  a SQLite database (created when missing)
   file:PATH, *.json  a filestore JSON state file shared by several processes
-  DIR                DIR/approvals.db
+  DIR                DIR/custos.db
 
 Decisions are made as the local OS user (actor type human,
 authenticated_by "local-os-user"): whoever can open the store file can
@@ -91,7 +91,7 @@ func (e *approvalsEnv) open(ctx context.Context) error {
 	if err != nil {
 		return usageError{err}
 	}
-	st, err := store.Open(ctx, loc)
+	st, err := store.OpenApprovals(ctx, loc)
 	if err != nil {
 		return err
 	}

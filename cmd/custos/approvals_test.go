@@ -350,14 +350,14 @@ func TestGatewayMarkerThroughALink(t *testing.T) {
 	if code, _, errOut := custos(t, requestJSON(t, "apr_1", "make", time.Hour), "approvals", "--store", data, "submit"); code != 0 {
 		t.Fatal(errOut)
 	}
-	if err := writeGatewayMarker(t.Context(), config.Config{Store: filepath.Join(data, "approvals.db"), Roles: map[string]config.Role{"r": {All: true}}}); err != nil {
+	if err := writeGatewayMarker(t.Context(), config.Config{Store: filepath.Join(data, "custos.db"), Roles: map[string]config.Role{"r": {All: true}}}); err != nil {
 		t.Fatal(err)
 	}
 	link := filepath.Join(dir, "link")
 	if err := os.Symlink(data, link); err != nil {
 		t.Skip(err)
 	}
-	for _, s := range []string{data, link, filepath.Join(link, "approvals.db"), "sqlite:" + filepath.Join(link, "approvals.db")} {
+	for _, s := range []string{data, link, filepath.Join(link, "custos.db"), "sqlite:" + filepath.Join(link, "custos.db")} {
 		if code, _, errOut := custos(t, "", "approvals", "--store", s, "approve", "apr_1"); code == 0 || !strings.Contains(errOut, "custos review") {
 			t.Errorf("--store %s: exit %d %s", s, code, errOut)
 		}

@@ -17,9 +17,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/custos-runtime/custos/audit"
-	"github.com/custos-runtime/custos/store/pgaudit"
-	"github.com/custos-runtime/custos/store/sqliteaudit"
 	"github.com/custos-runtime/custos/store"
+	"github.com/custos-runtime/custos/store/pgaudit"
 )
 
 // The audit commands work on the SQLite audit log (package
@@ -27,7 +26,7 @@ import (
 
 // defaultAuditFile is the audit log's file name in the data directory, or
 // in a directory named by --log.
-const defaultAuditFile = "audit.db"
+const defaultAuditFile = store.StateFile
 
 // maxAnchorSize caps an anchor file.
 const maxAnchorSize = 4 << 10
@@ -44,9 +43,9 @@ func newAuditCommand() *cobra.Command {
 		Long: `Work on the hash-chained audit log kept in a SQLite file or in PostgreSQL.
 
 The log is named by --log (or $CUSTOS_AUDIT_LOG): a SQLite file, a
-directory holding audit.db, or a postgres:// URL (custos_schema=NAME
+directory holding custos.db (or the audit.db of the layout before it), or a postgres:// URL (custos_schema=NAME
 selects the schema; default custos) where gateway replicas write one
-chain; nothing means audit.db in the data directory
+chain; nothing means custos.db in the data directory
 ($CUSTOS_DATA_DIR, or ~/.local/share/custos). These commands never create a
 log: a missing one is an error (exit 1).
 
@@ -69,7 +68,7 @@ the command line is wrong.`,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
 	cmd.PersistentFlags().StringVar(&env.logPath, "log", os.Getenv("CUSTOS_AUDIT_LOG"),
-		"the audit log: a SQLite file, a directory holding audit.db, or a postgres:// URL (default $CUSTOS_AUDIT_LOG or audit.db in the data directory)")
+		"the audit log: a SQLite file, a directory holding custos.db, or a postgres:// URL (default $CUSTOS_AUDIT_LOG or custos.db in the data directory)")
 	cmd.AddCommand(env.verifyCommand(), env.exportCommand(), env.purgeCommand())
 	return cmd
 }
@@ -82,12 +81,25 @@ func (e *auditEnv) path() (string, error) {
 		if err != nil {
 			return "", err
 		}
-		return filepath.Join(dir, defaultAuditFile), nil
+		return inDir(dir), nil
 	}
 	if fi, err := os.Stat(p); err == nil && fi.IsDir() {
-		return filepath.Join(p, defaultAuditFile), nil
+		return inDir(p), nil
 	}
 	return p, nil
+}
+
+// inDir is the audit log of a data directory: in its state file, or, in
+// a directory not yet migrated to one (custos serve migrates it), in the
+// audit.db of the layout before.
+func inDir(dir string) string {
+	p := filepath.Join(dir, defaultAuditFile)
+	if _, err := os.Stat(p); errors.Is(err, fs.ErrNotExist) {
+		if _, err := os.Stat(filepath.Join(dir, "audit.db")); err == nil {
+			return filepath.Join(dir, "audit.db")
+		}
+	}
+	return p
 }
 
 // open opens the existing audit log; it refuses to create one.
@@ -123,7 +135,7 @@ func (e *auditEnv) open(ctx context.Context) (*audit.Log, string, error) {
 	case !fi.Mode().IsRegular():
 		return nil, path, fmt.Errorf("%s: not an audit log (not a regular file)", path)
 	}
-	b, err := sqliteaudit.Open(ctx, path, nil)
+	b, err := store.OpenAudit(ctx, store.Location{Kind: store.KindSQLite, Path: path})
 	if err != nil {
 		return nil, path, err
 	}

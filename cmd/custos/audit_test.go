@@ -189,8 +189,8 @@ func TestAuditTamper(t *testing.T) {
 		sql  string
 		want string
 	}{
-		{"alter", `UPDATE records SET json = json_set(json, '$.outcome', 'denied') WHERE seq = 3`, "record 3 altered"},
-		{"delete", `DELETE FROM records WHERE seq = 2`, "record 2 removed"},
+		{"alter", `UPDATE audit_records SET json = json_set(json, '$.outcome', 'denied') WHERE seq = 3`, "record 3 altered"},
+		{"delete", `DELETE FROM audit_records WHERE seq = 2`, "record 2 removed"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -234,7 +234,7 @@ func TestAuditAnchor(t *testing.T) {
 
 	// Cutting the last records off leaves a chain that verifies alone but
 	// not against the anchor.
-	auditSQL(t, path, dropAuditTriggers, `DELETE FROM records WHERE seq >= 6`)
+	auditSQL(t, path, dropAuditTriggers, `DELETE FROM audit_records WHERE seq >= 6`)
 	mustCustos(t, "", "audit", "verify", "--log", path)
 	code, out, errOut := custos(t, "", "audit", "verify", "--log", path, "--anchor", anchor, "--save-anchor", anchor)
 	if code != 1 || out != "" || !strings.Contains(errOut, "record 7 removed") || !strings.Contains(errOut, "anchored record 7") {
@@ -290,7 +290,7 @@ func TestAuditMissingLog(t *testing.T) {
 	data := t.TempDir()
 	t.Setenv("CUSTOS_DATA_DIR", data)
 	t.Setenv("CUSTOS_AUDIT_LOG", "")
-	if code, _, errOut := custos(t, "", "audit", "verify"); code != 1 || !strings.Contains(errOut, filepath.Join(data, "audit.db")) {
+	if code, _, errOut := custos(t, "", "audit", "verify"); code != 1 || !strings.Contains(errOut, filepath.Join(data, "custos.db")) {
 		t.Errorf("default: exit %d, %q", code, errOut)
 	}
 	if entries, _ := os.ReadDir(data); len(entries) != 0 {

@@ -22,9 +22,9 @@ import (
 	"github.com/custos-runtime/custos/arsia"
 	"github.com/custos-runtime/custos/arsia/sig"
 	"github.com/custos-runtime/custos/audit"
-	"github.com/custos-runtime/custos/store/sqliteaudit"
 	"github.com/custos-runtime/custos/gateway"
 	"github.com/custos-runtime/custos/gateway/config"
+	"github.com/custos-runtime/custos/store"
 )
 
 const (
@@ -156,8 +156,8 @@ func runDemo(ctx context.Context, out io.Writer, dataDir, listen string, approve
 		code, reply["intent"], transfers.Load())
 	fmt.Fprintf(out, "   Approve or deny it in the web inbox: open %s/ and sign in with the token %s\n", base, token)
 	fmt.Fprintf(out, "   or from another terminal:\n")
-	fmt.Fprintf(out, "     custos approvals --store sqlite:%s show %s\n", filepath.Join(dataDir, "approvals.db"), approvalID)
-	fmt.Fprintf(out, "     custos approvals --store sqlite:%s approve %s   (or: deny)\n", filepath.Join(dataDir, "approvals.db"), approvalID)
+	fmt.Fprintf(out, "     custos approvals --store sqlite:%s show %s\n", filepath.Join(dataDir, "custos.db"), approvalID)
+	fmt.Fprintf(out, "     custos approvals --store sqlite:%s approve %s   (or: deny)\n", filepath.Join(dataDir, "custos.db"), approvalID)
 	fmt.Fprintf(out, "   or through the HTTP API: curl -H 'Authorization: Bearer %s' %s/approvals/snapshot\n", token, base)
 	if approve {
 		if err := demoApprove(ctx, base, token, approvalID); err != nil {
@@ -207,7 +207,7 @@ func runDemo(ctx context.Context, out io.Writer, dataDir, listen string, approve
 		return err
 	}
 	fmt.Fprintln(out, "3. The audit trail (hash-chained; custos audit verify checks it):")
-	return printAuditTrail(context.Background(), out, filepath.Join(dataDir, "audit.db"))
+	return printAuditTrail(context.Background(), out, filepath.Join(dataDir, "custos.db"))
 }
 
 func demoDo(req *http.Request) (int, map[string]any, http.Header, error) {
@@ -274,7 +274,7 @@ func demoApprove(ctx context.Context, base, token, id string) error {
 
 // printAuditTrail prints the audit log as a table and verifies it.
 func printAuditTrail(ctx context.Context, out io.Writer, path string) error {
-	b, err := sqliteaudit.Open(ctx, path, nil)
+	b, err := store.OpenAudit(ctx, store.Location{Kind: store.KindSQLite, Path: path})
 	if err != nil {
 		return err
 	}

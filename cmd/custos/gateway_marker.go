@@ -39,7 +39,7 @@ type gatewayMarker struct {
 const (
 	// gatewayMarkerSuffix is appended to a store file's path to name its
 	// marker.
-	gatewayMarkerSuffix = ".custos-serve.json"
+	gatewayMarkerSuffix = store.ServeMarkerSuffix
 	// gatewayMarkerTable is the marker's table in a PostgreSQL store.
 	gatewayMarkerTable = "custos_serve_marker"
 )

@@ -219,7 +219,7 @@ rules:
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := store.Open(ctx, loc)
+	st, err := store.OpenApprovals(ctx, loc)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,6 +29,7 @@ import (
 	"github.com/custos-runtime/custos/httpapi"
 	"github.com/custos-runtime/custos/internal/flock"
 	"github.com/custos-runtime/custos/store"
+	"github.com/custos-runtime/custos/store/pgratelimit"
 )
 
 func newServeCommand() *cobra.Command {
@@ -93,7 +94,7 @@ all the gateway keeps.`,
 	for _, f := range []struct{ name, usage string }{
 		{"listen", "the address to listen on (default 127.0.0.1:8080)"},
 		{"data", "the data directory (default ./custos-data)"},
-		{"store", "the approval store (default DATA/approvals.db); postgres://… keeps all shared state there, for several replicas"},
+		{"store", "where the state is kept (default DATA/custos.db, one SQLite file); postgres://… keeps all of it there, shared by several replicas"},
 	} {
 		flags[f.name] = cmd.Flags().String(f.name, "", f.usage)
 	}
@@ -129,29 +130,41 @@ func serve(ctx context.Context, cfg config.Config, out, errOut io.Writer) error 
 	if err != nil {
 		return err
 	}
-	st, err := store.Open(ctx, loc)
-	if err != nil {
-		return err
+	so := &store.StateOptions{DataDir: cfg.Data,
+		RateLimit: pgratelimit.Rate{PerSecond: cfg.RateLimit.PerSecond, Burst: cfg.RateLimit.Burst}}
+	if loc.Kind == store.KindPostgres {
+		// Replicas recognise their own claims by name; a gateway alone on
+		// its state recovers every interrupted claim.
+		so.Instance = cfg.Instance
 	}
-	defer st.Close()
-	auth, err := aais.NewAuthority(st, &aais.AuthorityOptions{Stream: cfg.Agent})
-	if err != nil {
-		return err
+	if cfg.AuditLog != "" {
+		if so.Audit, err = store.Parse(cfg.AuditLog); err != nil {
+			return fmt.Errorf("audit_log: %w", err)
+		}
 	}
-	state, err := openState(ctx, cfg, loc, st)
+	state, err := store.Open(ctx, loc, so)
 	if err != nil {
 		return err
 	}
 	defer state.Close()
-	auditLog := audit.New(state.audit, &audit.Options{Retention: audit.ProfileRetention(nil, 0)})
+	st := state.Approvals
+	auth, err := aais.NewAuthority(st, &aais.AuthorityOptions{Stream: cfg.Agent})
+	if err != nil {
+		return err
+	}
+	auditLog := audit.New(state.Audit, &audit.Options{Retention: audit.ProfileRetention(nil, 0)})
 	defer auditLog.Close()
-	xs := state.exchanges
+	xs := state.Exchanges
+	instance := ""
+	if state.Shared {
+		instance = state.Instance
+	}
 
 	keys, trust, err := newTrust(cfg.Trust)
 	if err != nil {
 		return err
 	}
-	authorizer, err := newAuthorizer(cfg, state.replay, logger)
+	authorizer, err := newAuthorizer(cfg, state.Replay, logger)
 	if err != nil {
 		return err
 	}
@@ -180,7 +193,7 @@ func serve(ctx context.Context, cfg config.Config, out, errOut io.Writer) error 
 		Agent: cfg.Agent, Signer: signer, KID: kid, Keys: keys, Trust: trust, Authorizer: authorizer, Grants: grants, Handlers: handlers,
 		Authority: auth, Exchanges: xs, Audit: auditLog, ApprovalTTL: cfg.Oversight.TTL,
 		AllowSession: cfg.Oversight.AllowSession, ReviewWithin: cfg.Oversight.ReviewWithin, Callbacks: callbacks, Logger: logger,
-		RateLimit: gateway.RateLimit{PerSecond: cfg.RateLimit.PerSecond, Burst: cfg.RateLimit.Burst}, Limiter: state.limiter,
+		RateLimit: gateway.RateLimit{PerSecond: cfg.RateLimit.PerSecond, Burst: cfg.RateLimit.Burst}, Limiter: state.Limiter, Units: state,
 		StatusURL: func(id string) string { return cfg.PublicURL + "/v1/arsia/exchanges/" + id },
 	})
 	if err != nil {
@@ -189,7 +202,7 @@ func serve(ctx context.Context, cfg config.Config, out, errOut io.Writer) error 
 
 	// Whatever this gateway (or, on a shared store, this replica) left
 	// running when it stopped has an unknown outcome and is not run again.
-	if n, err := gw.Recover(ctx, state.instance); err != nil {
+	if n, err := gw.Recover(ctx, instance); err != nil {
 		return err
 	} else if n > 0 {
 		logger.Warn("ended interrupted exchanges with an unknown result", "count", n)

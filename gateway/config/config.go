@@ -49,12 +49,14 @@ type Config struct {
 	// PublicURL is how senders reach this gateway (discovery, status
 	// URLs); empty means http://<listen>.
 	PublicURL string `yaml:"public_url"`
-	// Store is the approval store location (see store.Parse); empty means
-	// approvals.db in Data.
+	// Store is where the gateway keeps its state (see store.Parse): empty
+	// means custos.db in Data, one SQLite file for approvals, exchanges
+	// and the audit log; a postgres:// URL keeps all of it, and the
+	// replicas' shared replay set and rate limits, in one schema.
 	Store string `yaml:"store"`
-	// AuditLog is the audit log: a file, or a postgres:// URL; empty means
-	// audit.db in Data, or, when Store is on PostgreSQL, the same database
-	// and schema (one chain for every replica).
+	// AuditLog keeps the audit log elsewhere than Store: a SQLite file of
+	// its own, or a postgres:// URL; empty (the default) keeps it in
+	// Store, where each pipeline step commits with its audit record.
 	AuditLog string `yaml:"audit_log"`
 	// Instance names this gateway among replicas sharing a PostgreSQL
 	// store: the claims it makes, so that after a restart it ends only
@@ -521,14 +523,7 @@ func (c *Config) Check() error {
 		bad("public_url %q: want an http or https URL", c.PublicURL)
 	}
 	if c.Store == "" {
-		c.Store = filepath.Join(c.Data, "approvals.db")
-	}
-	if c.AuditLog == "" {
-		if c.Shared() {
-			c.AuditLog = c.Store
-		} else {
-			c.AuditLog = filepath.Join(c.Data, "audit.db")
-		}
+		c.Store = filepath.Join(c.Data, "custos.db")
 	}
 	if c.Instance == "" {
 		host, _ := os.Hostname()

@@ -8,8 +8,8 @@ import (
 
 	"github.com/custos-runtime/custos/audit"
 	"github.com/custos-runtime/custos/audit/audittest"
-	"github.com/custos-runtime/custos/store/pgaudit"
 	"github.com/custos-runtime/custos/internal/pgutil/pgtest"
+	"github.com/custos-runtime/custos/store/pgaudit"
 )
 
 // BenchmarkAppend measures durable appends from 1, 8 and 32 goroutines

@@ -17,8 +17,8 @@ import (
 
 	"github.com/custos-runtime/custos/audit"
 	"github.com/custos-runtime/custos/audit/audittest"
-	"github.com/custos-runtime/custos/store/pgaudit"
 	"github.com/custos-runtime/custos/internal/pgutil/pgtest"
+	"github.com/custos-runtime/custos/store/pgaudit"
 )
 
 func open(t testing.TB, schema string, o *pgaudit.Options, kv ...string) *pgaudit.Backend {

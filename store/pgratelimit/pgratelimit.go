@@ -3,7 +3,7 @@
 // every replica of custos serve on one database, so that a sender's
 // allowance is one budget whichever replica the load balancer picks.
 //
-//	lim, err := pgratelimit.Open(ctx, dsn, gateway.RateLimit{PerSecond: 5, Burst: 20}, nil)
+//	lim, err := pgratelimit.Open(ctx, dsn, pgratelimit.Rate{PerSecond: 5, Burst: 20}, nil)
 //	if err != nil { ... }
 //	defer lim.Close()
 //	gateway.New(gateway.Options{..., Limiter: lim})
@@ -62,15 +62,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/custos-runtime/custos/internal/pgutil"
 	"log/slog"
 	"math"
 	"time"
 
+	"github.com/custos-runtime/custos/internal/pgutil"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/custos-runtime/custos/gateway"
 )
 
 // Defaults applied when an Options field is zero.
@@ -117,6 +116,13 @@ type Options struct {
 	Logger *slog.Logger
 }
 
+// Rate is a bucket's refill rate and size: gateway.RateLimit's fields
+// (kept here so that the adapter does not import the gateway).
+type Rate struct {
+	PerSecond float64
+	Burst     int
+}
+
 // Limiter is a gateway.RateLimiter kept in PostgreSQL. It is safe for
 // concurrent use, and any number of Limiters, in one process or several,
 // may use one schema: they then share every sender's bucket.
@@ -124,15 +130,13 @@ type Limiter struct {
 	pool     *pgxpool.Pool
 	ownsPool bool
 	schema   string
-	rate     gateway.RateLimit
+	rate     Rate
 	log      *slog.Logger
 
 	allowSQL string
 	// pruner deletes idle buckets, and says when the Limiter is closed.
 	pruner *pgutil.Pruner
 }
-
-var _ gateway.RateLimiter = (*Limiter)(nil)
 
 // errClosed is returned by Allow after Close.
 var errClosed = errors.New("pgratelimit: limiter closed")
@@ -143,7 +147,7 @@ var errClosed = errors.New("pgratelimit: limiter closed")
 // returns a Limiter enforcing rate, which owns the pool and closes it in
 // Close. A zero rate (PerSecond or Burst not positive) allows everything,
 // as gateway.NewMemoryRateLimiter does. o may be nil.
-func Open(ctx context.Context, dsn string, rate gateway.RateLimit, o *Options) (*Limiter, error) {
+func Open(ctx context.Context, dsn string, rate Rate, o *Options) (*Limiter, error) {
 	if o == nil {
 		o = &Options{}
 	}
@@ -166,7 +170,7 @@ func Open(ctx context.Context, dsn string, rate gateway.RateLimit, o *Options) (
 // store's pool, say: pgstore.Store.Pool). Every statement names the
 // schema, so the pool's search_path does not matter. It creates the schema
 // and table when missing. o may be nil.
-func New(ctx context.Context, pool *pgxpool.Pool, rate gateway.RateLimit, o *Options) (*Limiter, error) {
+func New(ctx context.Context, pool *pgxpool.Pool, rate Rate, o *Options) (*Limiter, error) {
 	if o == nil {
 		o = &Options{}
 	}

@@ -11,14 +11,17 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/custos-runtime/custos/gateway"
-	"github.com/custos-runtime/custos/store/pgratelimit"
 	"github.com/custos-runtime/custos/internal/pgutil/pgtest"
+	"github.com/custos-runtime/custos/store/pgratelimit"
 	"github.com/custos-runtime/custos/store/pgstore"
 )
 
+// The gateway takes the limiter for its own.
+var _ gateway.RateLimiter = (*pgratelimit.Limiter)(nil)
+
 func open(t testing.TB, schema string, r gateway.RateLimit, o *pgratelimit.Options) *pgratelimit.Limiter {
 	t.Helper()
-	l, err := pgratelimit.Open(context.Background(), pgtest.SchemaDSN(t, schema), r, o)
+	l, err := pgratelimit.Open(context.Background(), pgtest.SchemaDSN(t, schema), pgratelimit.Rate(r), o)
 	if err != nil {
 		t.Fatalf("Open(%s): %v", schema, err)
 	}
@@ -284,7 +287,7 @@ func TestFailsClosed(t *testing.T) {
 	if ok, _, err := l.Allow(t.Context(), "a", t0); ok || err == nil {
 		t.Fatalf("after Close: %v, %v", ok, err)
 	}
-	if _, err := pgratelimit.Open(t.Context(), "postgres://nobody@127.0.0.1:1/none?connect_timeout=2", gateway.RateLimit{}, nil); err == nil {
+	if _, err := pgratelimit.Open(t.Context(), "postgres://nobody@127.0.0.1:1/none?connect_timeout=2", pgratelimit.Rate{}, nil); err == nil {
 		t.Fatal("Open on a closed port succeeded")
 	}
 }
@@ -304,7 +307,7 @@ func TestMigrationsAndStore(t *testing.T) {
 	wg.Go(func() { st, stErr = pgstore.Open(ctx, pgtest.DSN(t), &pgstore.Options{Schema: schema}) })
 	for i := range errs {
 		wg.Go(func() {
-			l, err := pgratelimit.Open(ctx, pgtest.SchemaDSN(t, schema), gateway.RateLimit{PerSecond: 1, Burst: 1}, nil)
+			l, err := pgratelimit.Open(ctx, pgtest.SchemaDSN(t, schema), pgratelimit.Rate{PerSecond: 1, Burst: 1}, nil)
 			if err == nil {
 				_ = l.Close()
 			}
@@ -325,7 +328,7 @@ func TestMigrationsAndStore(t *testing.T) {
 	if got := count(t, c, schema, "rate_limit_migrations"); got != pgratelimit.SchemaVersion() || got < 1 {
 		t.Fatalf("%d migrations recorded, want %d", got, pgratelimit.SchemaVersion())
 	}
-	l, err := pgratelimit.New(ctx, st.Pool(), gateway.RateLimit{PerSecond: 1, Burst: 1}, &pgratelimit.Options{Schema: schema})
+	l, err := pgratelimit.New(ctx, st.Pool(), pgratelimit.Rate{PerSecond: 1, Burst: 1}, &pgratelimit.Options{Schema: schema})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -339,7 +342,7 @@ func TestMigrationsAndStore(t *testing.T) {
 	if _, err := c.Exec(ctx, "INSERT INTO "+pgx.Identifier{schema, "rate_limit_migrations"}.Sanitize()+" (version, name) VALUES ($1, 'future')", pgratelimit.SchemaVersion()+1); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pgratelimit.Open(ctx, pgtest.SchemaDSN(t, schema), gateway.RateLimit{}, nil); !errors.Is(err, pgratelimit.ErrSchemaTooNew) {
+	if _, err := pgratelimit.Open(ctx, pgtest.SchemaDSN(t, schema), pgratelimit.Rate{}, nil); !errors.Is(err, pgratelimit.ErrSchemaTooNew) {
 		t.Fatalf("newer schema: %v", err)
 	}
 }

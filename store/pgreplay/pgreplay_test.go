@@ -12,8 +12,8 @@ import (
 
 	"github.com/custos-runtime/custos/arsia/auth"
 	"github.com/custos-runtime/custos/arsia/auth/replaytest"
-	"github.com/custos-runtime/custos/store/pgreplay"
 	"github.com/custos-runtime/custos/internal/pgutil/pgtest"
+	"github.com/custos-runtime/custos/store/pgreplay"
 	"github.com/custos-runtime/custos/store/pgstore"
 )
 

@@ -54,6 +54,8 @@ type Options struct {
 type Backend struct {
 	db          *sqlitedb.DB
 	redactBatch int
+	// shared: the DB is another's (New), Close leaves it open.
+	shared bool
 
 	// head is the last record this Backend inserted, with its stored
 	// JSON: a parse cache. A transaction that finds exactly that JSON as
@@ -74,29 +76,47 @@ type headRecord struct {
 
 var _ audit.SealedBackend = (*Backend)(nil)
 
-//go:embed migrations/*.sql
+//go:embed migrations/*.sql shared/*.sql
 var migrationFS embed.FS
 
-// schema is how Open migrates a file: the log's identity is created with
-// the first migration.
+// schema is how Open migrates a file of the log's own: the log's identity
+// is created with the first migration; the second gives the tables the
+// names they have in a shared file (sharedSchema, for New), so one set of
+// statements serves both. The two sets are kept parallel: a change to the
+// tables is a new migration in each.
 var schema = sqlitedb.Migrations{
-	FS:  migrationFS,
-	Dir: "migrations",
-	Applied: func(ctx context.Context, tx *sqlitedb.Tx, m migrations.Migration) error {
+	FS:      migrationFS,
+	Dir:     "migrations",
+	Applied: seedMeta("meta"),
+	Check:   checkMeta,
+}
+
+var sharedSchema = sqlitedb.Migrations{
+	FS:      migrationFS,
+	Dir:     "shared",
+	Table:   "audit_migrations",
+	Applied: seedMeta("audit_meta"),
+	Check:   checkMeta,
+}
+
+// seedMeta creates the log's identity in the first migration's table.
+func seedMeta(table string) func(ctx context.Context, tx *sqlitedb.Tx, m migrations.Migration) error {
+	return func(ctx context.Context, tx *sqlitedb.Tx, m migrations.Migration) error {
 		if m.Version != 1 {
 			return nil
 		}
-		_, err := tx.ExecContext(ctx, "INSERT INTO meta (singleton, log_id, created_at) VALUES (1, ?, ?)",
+		_, err := tx.ExecContext(ctx, "INSERT INTO "+table+" (singleton, log_id, created_at) VALUES (1, ?, ?)",
 			newID(), time.Now().UTC().Format(time.RFC3339Nano))
 		return err
-	},
-	Check: func(ctx context.Context, tx *sqlitedb.Tx) error {
-		var id string
-		if err := tx.QueryRowContext(ctx, "SELECT log_id FROM meta WHERE singleton = 1").Scan(&id); err != nil {
-			return fmt.Errorf("log metadata: %w", err)
-		}
-		return nil
-	},
+	}
+}
+
+func checkMeta(ctx context.Context, tx *sqlitedb.Tx) error {
+	var id string
+	if err := tx.QueryRowContext(ctx, "SELECT log_id FROM audit_meta WHERE singleton = 1").Scan(&id); err != nil {
+		return fmt.Errorf("log metadata: %w", err)
+	}
+	return nil
 }
 
 // SchemaVersion is the schema version this build creates and reads.
@@ -136,9 +156,30 @@ func Open(ctx context.Context, path string, o *Options) (*Backend, error) {
 	return b, nil
 }
 
-// Close stops the writer and closes the database. Appends already
-// acknowledged are on disk; queued ones fail.
+// New returns the log kept in db, a database file other stores share
+// (package store opens it): it applies the log's migrations, recorded in
+// audit_migrations, and prepares its statements. Only o.RedactBatch is
+// used: the rest is db's. Close leaves db open.
+func New(ctx context.Context, db *sqlitedb.DB, o *Options) (*Backend, error) {
+	b := &Backend{redactBatch: DefaultRedactBatch, db: db, shared: true}
+	if o != nil && o.RedactBatch > 0 {
+		b.redactBatch = o.RedactBatch
+	}
+	if err := db.Migrate(ctx, sharedSchema); err != nil {
+		return nil, fmt.Errorf("sqliteaudit: %w", err)
+	}
+	if err := db.Prepare(ctx, sqlLast, sqlInsert); err != nil {
+		return nil, fmt.Errorf("sqliteaudit: %w", err)
+	}
+	return b, nil
+}
+
+// Close stops the writer and closes the database (not one given to
+// New). Appends already acknowledged are on disk; queued ones fail.
 func (b *Backend) Close() error {
+	if b.shared {
+		return nil
+	}
 	return b.db.Close()
 }
 
@@ -149,7 +190,7 @@ func (b *Backend) Path() string { return b.db.Path() }
 func (b *Backend) ID(ctx context.Context) (string, error) {
 	var id string
 	err := b.db.Retry(ctx, func() error {
-		return b.db.SQL().QueryRowContext(ctx, "SELECT log_id FROM meta WHERE singleton = 1").Scan(&id)
+		return b.db.SQL().QueryRowContext(ctx, "SELECT log_id FROM audit_meta WHERE singleton = 1").Scan(&id)
 	})
 	if err != nil {
 		return "", fmt.Errorf("sqliteaudit: %w", err)
@@ -159,8 +200,8 @@ func (b *Backend) ID(ctx context.Context) (string, error) {
 
 // The statements of the append path, prepared once at Open.
 const (
-	sqlLast   = "SELECT json FROM records ORDER BY seq DESC LIMIT 1"
-	sqlInsert = `INSERT INTO records (seq, time, kind, message_id, retain_until, redacted, prev, hash, json)
+	sqlLast   = "SELECT json FROM audit_records ORDER BY seq DESC LIMIT 1"
+	sqlInsert = `INSERT INTO audit_records (seq, time, kind, message_id, retain_until, redacted, prev, hash, json)
 		VALUES (?, ?, ?, ?, ?, 0, ?, ?, ?)`
 )
 
@@ -293,7 +334,7 @@ func (b *Backend) Range(ctx context.Context, from uint64, fn func(seq uint64, da
 				op = ">="
 			}
 			rows, err := tx.QueryContext(ctx,
-				"SELECT seq, json FROM records WHERE seq "+op+" ? ORDER BY seq LIMIT ?", next, pageSize)
+				"SELECT seq, json FROM audit_records WHERE seq "+op+" ? ORDER BY seq LIMIT ?", next, pageSize)
 			if err != nil {
 				return err
 			}
@@ -335,7 +376,7 @@ func (b *Backend) Redact(ctx context.Context, now time.Time,
 	var n int
 	err := b.db.Write(ctx, func(tx *sqlitedb.Tx) error {
 		n = 0
-		rows, err := tx.QueryContext(ctx, `SELECT seq, json FROM records
+		rows, err := tx.QueryContext(ctx, `SELECT seq, json FROM audit_records
 			WHERE redacted = 0 AND retain_until <> '' AND retain_until < ?
 			ORDER BY seq LIMIT ?`, audit.FormatTime(now), b.redactBatch)
 		if err != nil {
@@ -367,7 +408,7 @@ func (b *Backend) Redact(ctx context.Context, now time.Time,
 			if err != nil {
 				return err
 			}
-			if _, err := tx.ExecContext(ctx, "UPDATE records SET redacted = 1, message_id = '', json = ? WHERE seq = ?",
+			if _, err := tx.ExecContext(ctx, "UPDATE audit_records SET redacted = 1, message_id = '', json = ? WHERE seq = ?",
 				string(data), r.seq); err != nil {
 				return err
 			}

@@ -104,88 +104,88 @@ func TestTampering(t *testing.T) {
 		detail string // substring of Problem.Detail
 	}{
 		{"alter a field", func(t *testing.T, db *sql.DB, _ []audit.Record) {
-			sqlExec(t, db, dropTriggers, `UPDATE records SET json = json_set(json, '$.outcome', 'denied') WHERE seq = 4`)
+			sqlExec(t, db, dropTriggers, `UPDATE audit_records SET json = json_set(json, '$.outcome', 'denied') WHERE seq = 4`)
 		}, audit.ProblemAltered, 4, "does not match its hash"},
 		{"alter a detail number", func(t *testing.T, db *sql.DB, _ []audit.Record) {
-			sqlExec(t, db, dropTriggers, `UPDATE records SET json = json_set(json, '$.details.i', 5) WHERE seq = 4`)
+			sqlExec(t, db, dropTriggers, `UPDATE audit_records SET json = json_set(json, '$.details.i', 5) WHERE seq = 4`)
 		}, audit.ProblemAltered, 4, "does not match its hash"},
 		{"alter the time", func(t *testing.T, db *sql.DB, _ []audit.Record) {
-			sqlExec(t, db, dropTriggers, `UPDATE records SET json = json_set(json, '$.time', '2025-01-01T00:00:00.000000000Z') WHERE seq = 2`)
+			sqlExec(t, db, dropTriggers, `UPDATE audit_records SET json = json_set(json, '$.time', '2025-01-01T00:00:00.000000000Z') WHERE seq = 2`)
 		}, audit.ProblemAltered, 2, "does not match its hash"},
 		{"garbage json", func(t *testing.T, db *sql.DB, _ []audit.Record) {
-			sqlExec(t, db, dropTriggers, `UPDATE records SET json = '{"seq":' WHERE seq = 5`)
+			sqlExec(t, db, dropTriggers, `UPDATE audit_records SET json = '{"seq":' WHERE seq = 5`)
 		}, audit.ProblemAltered, 5, "does not parse"},
 		{"delete a middle record", func(t *testing.T, db *sql.DB, _ []audit.Record) {
-			sqlExec(t, db, dropTriggers, `DELETE FROM records WHERE seq = 4`)
+			sqlExec(t, db, dropTriggers, `DELETE FROM audit_records WHERE seq = 4`)
 		}, audit.ProblemRemoved, 4, "record 4 is missing"},
 		{"delete the first record", func(t *testing.T, db *sql.DB, _ []audit.Record) {
-			sqlExec(t, db, dropTriggers, `DELETE FROM records WHERE seq = 1`)
+			sqlExec(t, db, dropTriggers, `DELETE FROM audit_records WHERE seq = 1`)
 		}, audit.ProblemRemoved, 1, "missing"},
 		{"delete two records", func(t *testing.T, db *sql.DB, _ []audit.Record) {
-			sqlExec(t, db, dropTriggers, `DELETE FROM records WHERE seq IN (4, 5)`)
+			sqlExec(t, db, dropTriggers, `DELETE FROM audit_records WHERE seq IN (4, 5)`)
 		}, audit.ProblemRemoved, 4, "records 4 to 5 are missing"},
 		{"delete the purge record", func(t *testing.T, db *sql.DB, _ []audit.Record) {
-			sqlExec(t, db, dropTriggers, `DELETE FROM records WHERE seq = 7`)
+			sqlExec(t, db, dropTriggers, `DELETE FROM audit_records WHERE seq = 7`)
 		}, audit.ProblemRemoved, 7, "ends with redacted record 6"},
 		{"swap two records' seq", func(t *testing.T, db *sql.DB, _ []audit.Record) {
 			sqlExec(t, db, dropTriggers,
-				`UPDATE records SET seq = 1000 WHERE seq = 4`,
-				`UPDATE records SET seq = 4 WHERE seq = 5`,
-				`UPDATE records SET seq = 5 WHERE seq = 1000`)
+				`UPDATE audit_records SET seq = 1000 WHERE seq = 4`,
+				`UPDATE audit_records SET seq = 4 WHERE seq = 5`,
+				`UPDATE audit_records SET seq = 5 WHERE seq = 1000`)
 		}, audit.ProblemReordered, 4, "stored after record 5"},
 		{"swap far apart", func(t *testing.T, db *sql.DB, _ []audit.Record) {
 			sqlExec(t, db, dropTriggers,
-				`UPDATE records SET seq = 1000 WHERE seq = 2`,
-				`UPDATE records SET seq = 2 WHERE seq = 5`,
-				`UPDATE records SET seq = 5 WHERE seq = 1000`)
+				`UPDATE audit_records SET seq = 1000 WHERE seq = 2`,
+				`UPDATE audit_records SET seq = 2 WHERE seq = 5`,
+				`UPDATE audit_records SET seq = 5 WHERE seq = 1000`)
 		}, audit.ProblemReordered, 3, "record 3 is stored after record 5"},
 		{"insert a forged record", func(t *testing.T, db *sql.DB, recs []audit.Record) {
 			sqlExec(t, db, dropTriggers,
-				`UPDATE records SET seq = seq + 1000 WHERE seq >= 4`,
-				`UPDATE records SET seq = seq - 999 WHERE seq >= 1000`)
-			if _, err := db.Exec(`INSERT INTO records (seq, time, kind, prev, hash, json) VALUES (4, '', 'approval', '', '', ?)`,
+				`UPDATE audit_records SET seq = seq + 1000 WHERE seq >= 4`,
+				`UPDATE audit_records SET seq = seq - 999 WHERE seq >= 1000`)
+			if _, err := db.Exec(`INSERT INTO audit_records (seq, time, kind, prev, hash, json) VALUES (4, '', 'approval', '', '', ?)`,
 				forged(t, 4, recs[2].Hash)); err != nil {
 				t.Fatal(err)
 			}
 		}, audit.ProblemInserted, 4, "two records claim seq 4"},
 		{"insert a forged record with a wrong hash", func(t *testing.T, db *sql.DB, recs []audit.Record) {
 			sqlExec(t, db, dropTriggers,
-				`UPDATE records SET seq = seq + 1000 WHERE seq >= 4`,
-				`UPDATE records SET seq = seq - 999 WHERE seq >= 1000`)
-			if _, err := db.Exec(`INSERT INTO records (seq, time, kind, prev, hash, json) VALUES (4, '', 'approval', '', '', json_set(?, '$.outcome', 'denied'))`,
+				`UPDATE audit_records SET seq = seq + 1000 WHERE seq >= 4`,
+				`UPDATE audit_records SET seq = seq - 999 WHERE seq >= 1000`)
+			if _, err := db.Exec(`INSERT INTO audit_records (seq, time, kind, prev, hash, json) VALUES (4, '', 'approval', '', '', json_set(?, '$.outcome', 'denied'))`,
 				forged(t, 4, recs[2].Hash)); err != nil {
 				t.Fatal(err)
 			}
 		}, audit.ProblemAltered, 4, "does not match its hash"},
 		{"replace a record, rehashed", func(t *testing.T, db *sql.DB, recs []audit.Record) {
 			sqlExec(t, db, dropTriggers)
-			if _, err := db.Exec(`UPDATE records SET json = ? WHERE seq = 4`, forged(t, 4, recs[2].Hash)); err != nil {
+			if _, err := db.Exec(`UPDATE audit_records SET json = ? WHERE seq = 4`, forged(t, 4, recs[2].Hash)); err != nil {
 				t.Fatal(err)
 			}
 		}, audit.ProblemAltered, 4, "altered and rehashed, or replaced"},
 		{"alter a redacted record's hash", func(t *testing.T, db *sql.DB, _ []audit.Record) {
-			sqlExec(t, db, dropTriggers, `UPDATE records SET json = json_set(json, '$.hash', 'sha256:`+strings.Repeat("ab", 32)+`') WHERE seq = 3`)
+			sqlExec(t, db, dropTriggers, `UPDATE audit_records SET json = json_set(json, '$.hash', 'sha256:`+strings.Repeat("ab", 32)+`') WHERE seq = 3`)
 		}, audit.ProblemAltered, 3, "redacted record 3 has hash"},
 		{"alter a redacted record's time", func(t *testing.T, db *sql.DB, _ []audit.Record) {
 			// Its hash is not recomputable: the change is invisible,
 			// unless the hash is changed too (previous case). Checked
 			// below as a documented limit.
-			sqlExec(t, db, dropTriggers, `UPDATE records SET json = json_set(json, '$.time', '2020-01-01T00:00:00.000000000Z') WHERE seq = 3`)
+			sqlExec(t, db, dropTriggers, `UPDATE audit_records SET json = json_set(json, '$.time', '2020-01-01T00:00:00.000000000Z') WHERE seq = 3`)
 		}, "", 0, ""},
 		{"content put back into a redacted record", func(t *testing.T, db *sql.DB, _ []audit.Record) {
-			sqlExec(t, db, dropTriggers, `UPDATE records SET json = json_set(json, '$.outcome', 'denied') WHERE seq = 3`)
+			sqlExec(t, db, dropTriggers, `UPDATE audit_records SET json = json_set(json, '$.outcome', 'denied') WHERE seq = 3`)
 		}, audit.ProblemAltered, 3, "redacted record carries content"},
 		{"content altered and marked redacted", func(t *testing.T, db *sql.DB, _ []audit.Record) {
-			sqlExec(t, db, dropTriggers, `UPDATE records SET json = json_set(json, '$.redacted', json('true'), '$.outcome', 'denied') WHERE seq = 4`)
+			sqlExec(t, db, dropTriggers, `UPDATE audit_records SET json = json_set(json, '$.redacted', json('true'), '$.outcome', 'denied') WHERE seq = 4`)
 		}, audit.ProblemAltered, 4, "redacted record carries content"},
 		{"prev altered", func(t *testing.T, db *sql.DB, recs []audit.Record) {
 			sqlExec(t, db, dropTriggers)
-			if _, err := db.Exec(`UPDATE records SET json = json_set(json, '$.prev', ?) WHERE seq = 5`, recs[0].Hash); err != nil {
+			if _, err := db.Exec(`UPDATE audit_records SET json = json_set(json, '$.prev', ?) WHERE seq = 5`, recs[0].Hash); err != nil {
 				t.Fatal(err)
 			}
 		}, audit.ProblemAltered, 5, "does not match its hash"},
 		{"truncate the tail (undetectable without an anchor)", func(t *testing.T, db *sql.DB, _ []audit.Record) {
-			sqlExec(t, db, dropTriggers, `DELETE FROM records WHERE seq = 7`, `DELETE FROM records WHERE seq = 6`)
+			sqlExec(t, db, dropTriggers, `DELETE FROM audit_records WHERE seq = 7`, `DELETE FROM audit_records WHERE seq = 6`)
 		}, "", 0, ""},
 	}
 	for _, tc := range tests {
@@ -218,7 +218,7 @@ func TestTampering(t *testing.T) {
 func TestTruncationDetectedWithAnchor(t *testing.T) {
 	path, recs := fixture(t)
 	anchor := audit.Anchor{Seq: recs[6].Seq, Hash: recs[6].Hash}
-	sqlExec(t, rawDB(t, path), "DROP TRIGGER records_no_delete", `DELETE FROM records WHERE seq >= 6`)
+	sqlExec(t, rawDB(t, path), "DROP TRIGGER records_no_delete", `DELETE FROM audit_records WHERE seq >= 6`)
 	l := audit.New(open(t, path, nil), nil)
 	rep, err := l.VerifyWith(context.Background(), audit.VerifyOptions{Anchors: []audit.Anchor{anchor}})
 	if err != nil {
@@ -238,9 +238,9 @@ func TestTriggersGuardAccidents(t *testing.T) {
 	path, _ := fixture(t)
 	db := rawDB(t, path)
 	for _, q := range []string{
-		`DELETE FROM records WHERE seq = 2`,
-		`UPDATE records SET json = json_set(json, '$.outcome', 'denied') WHERE seq = 2`,
-		`UPDATE records SET redacted = 0 WHERE seq = 3`,
+		`DELETE FROM audit_records WHERE seq = 2`,
+		`UPDATE audit_records SET json = json_set(json, '$.outcome', 'denied') WHERE seq = 2`,
+		`UPDATE audit_records SET redacted = 0 WHERE seq = 3`,
 	} {
 		if _, err := db.Exec(q); err == nil || !strings.Contains(err.Error(), "audit records") {
 			t.Errorf("%s: %v, want a trigger error", q, err)
@@ -252,7 +252,7 @@ func TestTriggersGuardAccidents(t *testing.T) {
 // chain cannot be extended, so Append fails instead of starting a fork.
 func TestDamagedHeadFailsClosed(t *testing.T) {
 	path, _ := fixture(t)
-	sqlExec(t, rawDB(t, path), "DROP TRIGGER records_only_redact", `UPDATE records SET json = 'oops' WHERE seq = 7`)
+	sqlExec(t, rawDB(t, path), "DROP TRIGGER records_only_redact", `UPDATE audit_records SET json = 'oops' WHERE seq = 7`)
 	l := audit.New(open(t, path, nil), nil)
 	if _, err := l.Append(context.Background(), audittest.Sample(audit.KindReceived, 8)); err == nil || !strings.Contains(err.Error(), "damaged") {
 		t.Fatalf("Append on a damaged head: %v", err)
@@ -322,7 +322,7 @@ func TestDamagedHeadFailsClosedCached(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	sqlExec(t, rawDB(t, path), "DROP TRIGGER records_only_redact", `UPDATE records SET json = 'oops' WHERE seq = 3`)
+	sqlExec(t, rawDB(t, path), "DROP TRIGGER records_only_redact", `UPDATE audit_records SET json = 'oops' WHERE seq = 3`)
 	if _, err := l.Append(ctx, audittest.Sample(audit.KindReceived, 4)); err == nil || !strings.Contains(err.Error(), "damaged") {
 		t.Fatalf("Append on a damaged head: %v", err)
 	}

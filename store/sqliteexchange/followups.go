@@ -41,7 +41,7 @@ func idempotentPrior(ctx context.Context, tx *sqlitedb.Tx, k *exchange.Idempoten
 // how many.
 func (s *Store) PurgeIdempotency(ctx context.Context, now time.Time) (int, error) {
 	var n int64
-	err := s.db.Write(ctx, func(tx *sqlitedb.Tx) error {
+	err := s.write(ctx, func(tx *sqlitedb.Tx) error {
 		res, err := tx.ExecContext(ctx, "DELETE FROM idempotency WHERE expires_at < ?", now.UnixNano())
 		if err != nil {
 			return err
@@ -126,7 +126,7 @@ func (s *Store) Reviews(ctx context.Context, f exchange.ReviewFilter) ([]exchang
 // GetReview returns the review of an exchange, or exchange.ErrNotFound.
 func (s *Store) GetReview(ctx context.Context, exchangeID string) (exchange.Review, error) {
 	var r exchange.Review
-	err := s.db.Read(ctx, func(tx *sqlitedb.Tx) (err error) {
+	err := s.read(ctx, func(tx *sqlitedb.Tx) (err error) {
 		r, err = scanReview(tx.QueryRowContext(ctx, "SELECT "+reviewColumns+" FROM reviews WHERE exchange_id = ?", exchangeID))
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("%w: no review for %s", exchange.ErrNotFound, exchangeID)
@@ -154,7 +154,7 @@ func (s *Store) CompleteReview(ctx context.Context, exchangeID, reviewer string,
 		out  exchange.Review
 		done bool
 	)
-	err := s.db.Write(ctx, func(tx *sqlitedb.Tx) error {
+	err := s.write(ctx, func(tx *sqlitedb.Tx) error {
 		get := func() (err error) {
 			out, err = scanReview(tx.QueryRowContext(ctx, "SELECT "+reviewColumns+" FROM reviews WHERE exchange_id = ?", exchangeID))
 			if errors.Is(err, sql.ErrNoRows) {
@@ -184,7 +184,7 @@ func (s *Store) CompleteReview(ctx context.Context, exchangeID, reviewer string,
 // of several callers one raises the event.
 func (s *Store) MarkTimedOut(ctx context.Context, exchangeID string) (bool, error) {
 	var ok bool
-	err := s.db.Write(ctx, func(tx *sqlitedb.Tx) error {
+	err := s.write(ctx, func(tx *sqlitedb.Tx) error {
 		res, err := tx.ExecContext(ctx, "UPDATE reviews SET timed_out = 1 WHERE exchange_id = ? AND timed_out = 0 AND reviewed_at = 0", exchangeID)
 		if err != nil {
 			return err
@@ -199,7 +199,7 @@ func (s *Store) MarkTimedOut(ctx context.Context, exchangeID string) (bool, erro
 // ReviewCounts returns how many reviews are open and how many of those are
 // overdue at now.
 func (s *Store) ReviewCounts(ctx context.Context, now time.Time) (open, overdue int, err error) {
-	err = s.db.Read(ctx, func(tx *sqlitedb.Tx) error {
+	err = s.read(ctx, func(tx *sqlitedb.Tx) error {
 		return tx.QueryRowContext(ctx, `SELECT count(*), coalesce(sum(due_at <= ?), 0) FROM reviews WHERE reviewed_at = 0`,
 			now.UnixNano()).Scan(&open, &overdue)
 	})
@@ -210,7 +210,7 @@ func (s *Store) ReviewCounts(ctx context.Context, now time.Time) (open, overdue 
 // order; an exchange's later envelopes wait for its earlier ones.
 func (s *Store) DueDeliveries(ctx context.Context, now time.Time, limit int) ([]exchange.Delivery, error) {
 	var out []exchange.Delivery
-	err := s.db.Read(ctx, func(tx *sqlitedb.Tx) error {
+	err := s.read(ctx, func(tx *sqlitedb.Tx) error {
 		out = nil
 		rows, err := tx.QueryContext(ctx, `SELECT d.seq, d.exchange_id, d.url, d.envelope, d.attempts, d.next_attempt, d.last_error
 			FROM deliveries d WHERE d.delivered_at = 0 AND d.given_up = 0 AND d.next_attempt <= ?
@@ -240,7 +240,7 @@ func (s *Store) DueDeliveries(ctx context.Context, now time.Time, limit int) ([]
 
 // Delivered records a delivery as done.
 func (s *Store) Delivered(ctx context.Context, seq int64) error {
-	return wrap(s.db.Write(ctx, func(tx *sqlitedb.Tx) error {
+	return wrap(s.write(ctx, func(tx *sqlitedb.Tx) error {
 		_, err := tx.ExecContext(ctx, "UPDATE deliveries SET delivered_at = ?, attempts = attempts + 1 WHERE seq = ?",
 			s.now().UTC().UnixNano(), seq)
 		return err
@@ -253,7 +253,7 @@ func (s *Store) DeliveryFailed(ctx context.Context, seq int64, failure string, n
 	if len(failure) > exchange.MaxText {
 		failure = failure[:exchange.MaxText]
 	}
-	return wrap(s.db.Write(ctx, func(tx *sqlitedb.Tx) error {
+	return wrap(s.write(ctx, func(tx *sqlitedb.Tx) error {
 		_, err := tx.ExecContext(ctx, `UPDATE deliveries SET attempts = attempts + 1, last_error = ?, next_attempt = ?,
 			given_up = ? WHERE seq = ?`, failure, next.UnixNano(), map[bool]int{true: 1}[giveUp], seq)
 		return err

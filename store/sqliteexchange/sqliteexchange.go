@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/custos-runtime/custos/gateway/exchange"
@@ -41,7 +42,11 @@ type Options struct {
 // concurrent use; several Stores, in one process or several, may open the
 // same file.
 type Store struct {
-	db       *sqlitedb.DB
+	db *sqlitedb.DB
+	// shared: the DB is another's (New), Close leaves it open and marks
+	// the Store closed.
+	shared   bool
+	closed   atomic.Bool
 	instance string
 	now      func() time.Time
 }
@@ -59,19 +64,13 @@ func SchemaVersion() int { return schema.SchemaVersion() }
 // migrations. A file that is not an SQLite database, or whose schema is
 // newer than this build, is refused. o may be nil.
 func Open(ctx context.Context, path string, o *Options) (*Store, error) {
+	s, err := newStore(o)
+	if err != nil {
+		return nil, err
+	}
 	var so sqlitedb.Options
-	s := &Store{now: time.Now}
 	if o != nil {
 		so.BusyTimeout, so.MaxConns = o.BusyTimeout, o.MaxConns
-		s.instance = o.Instance
-		if o.Now != nil {
-			s.now = o.Now
-		}
-	}
-	if s.instance == "" {
-		s.instance = exchange.NewInstance()
-	} else if err := exchange.CheckText("instance", s.instance, exchange.MaxID, true); err != nil {
-		return nil, err
 	}
 	db, err := sqlitedb.Open(ctx, path, &so, schema)
 	if err != nil {
@@ -85,8 +84,67 @@ func Open(ctx context.Context, path string, o *Options) (*Store, error) {
 	return s, nil
 }
 
-// Close closes the database. Writes already acknowledged are on disk.
-func (s *Store) Close() error { return s.db.Close() }
+func newStore(o *Options) (*Store, error) {
+	s := &Store{now: time.Now}
+	if o != nil {
+		s.instance = o.Instance
+		if o.Now != nil {
+			s.now = o.Now
+		}
+	}
+	if s.instance == "" {
+		s.instance = exchange.NewInstance()
+	} else if err := exchange.CheckText("instance", s.instance, exchange.MaxID, true); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// New returns the store kept in db, a database file other stores share
+// (package store opens it): it applies the store's migrations, recorded
+// in exchange_migrations, and prepares its statements. o's BusyTimeout
+// and MaxConns are db's and ignored here. Close leaves db open.
+func New(ctx context.Context, db *sqlitedb.DB, o *Options) (*Store, error) {
+	s, err := newStore(o)
+	if err != nil {
+		return nil, err
+	}
+	shared := schema
+	shared.Table = "exchange_migrations"
+	if err := db.Migrate(ctx, shared); err != nil {
+		return nil, fmt.Errorf("exchange: %w", err)
+	}
+	if err := db.Prepare(ctx, hotQueries...); err != nil {
+		return nil, fmt.Errorf("exchange: %w", err)
+	}
+	s.db, s.shared = db, true
+	return s, nil
+}
+
+// Close closes the database (not one given to New). Writes already
+// acknowledged are on disk.
+func (s *Store) Close() error {
+	s.closed.Store(true)
+	if s.shared {
+		return nil
+	}
+	return s.db.Close()
+}
+
+// write and read are the DB's, refused once the Store is closed.
+func (s *Store) write(ctx context.Context, fn func(*sqlitedb.Tx) error) error {
+	if s.closed.Load() {
+		return exchange.ErrClosed
+	}
+	return s.db.Write(ctx, fn)
+}
+
+func (s *Store) read(ctx context.Context, fn func(*sqlitedb.Tx) error) error {
+	if s.closed.Load() {
+		return exchange.ErrClosed
+	}
+	return s.db.Read(ctx, fn)
+}
 
 // Path returns the absolute path of the database file.
 func (s *Store) Path() string { return s.db.Path() }
@@ -193,7 +251,7 @@ func (s *Store) Create(ctx context.Context, x exchange.Exchange) (stored exchang
 	if id == "" {
 		id = exchange.NewID()
 	}
-	err = s.db.Write(ctx, func(tx *sqlitedb.Tx) error {
+	err = s.write(ctx, func(tx *sqlitedb.Tx) error {
 		stored, created = exchange.Exchange{}, false
 		old, err := scan(tx.QueryRowContext(ctx, qByKey, x.Sender, x.MessageID))
 		switch {
@@ -257,7 +315,7 @@ func (s *Store) Get(ctx context.Context, id string) (exchange.Exchange, error) {
 		return exchange.Exchange{}, err
 	}
 	var x exchange.Exchange
-	err := s.db.Read(ctx, func(tx *sqlitedb.Tx) (err error) {
+	err := s.read(ctx, func(tx *sqlitedb.Tx) (err error) {
 		x, err = getTx(ctx, tx, id)
 		return err
 	})
@@ -274,7 +332,7 @@ func (s *Store) BySender(ctx context.Context, sender, messageID string) (exchang
 		return exchange.Exchange{}, err
 	}
 	var x exchange.Exchange
-	err := s.db.Read(ctx, func(tx *sqlitedb.Tx) (err error) {
+	err := s.read(ctx, func(tx *sqlitedb.Tx) (err error) {
 		x, err = scan(tx.QueryRowContext(ctx, qByKey, sender, messageID))
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("%w: %s/%s", exchange.ErrNotFound, sender, messageID)
@@ -342,7 +400,7 @@ func (s *Store) change(ctx context.Context, id string, from []exchange.State, to
 		out exchange.Exchange
 		ok  bool
 	)
-	err := s.db.Write(ctx, func(tx *sqlitedb.Tx) error {
+	err := s.write(ctx, func(tx *sqlitedb.Tx) error {
 		out, ok = exchange.Exchange{}, false
 		cur, err := getTx(ctx, tx, id)
 		if err != nil {
@@ -414,7 +472,7 @@ func (s *Store) Waiting(ctx context.Context, states ...exchange.State) ([]exchan
 // transaction.
 func queryAll[T any](ctx context.Context, s *Store, q string, args []any, scanOne func(scanner) (T, error)) ([]T, error) {
 	var out []T
-	err := s.db.Read(ctx, func(tx *sqlitedb.Tx) error {
+	err := s.read(ctx, func(tx *sqlitedb.Tx) error {
 		rows, err := tx.QueryContext(ctx, q, args...)
 		if err != nil {
 			return err

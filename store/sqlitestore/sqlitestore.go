@@ -44,6 +44,8 @@ type Options struct {
 // internal/sqlitedb).
 type Store struct {
 	db *sqlitedb.DB
+	// shared: the DB is another's (New), Close leaves it open.
+	shared bool
 }
 
 var _ aais.Store = (*Store)(nil)
@@ -99,8 +101,26 @@ func Open(ctx context.Context, path string, o *Options) (*Store, error) {
 	return &Store{db: db}, nil
 }
 
-// Close closes the database. Writes already acknowledged are on disk.
+// New returns the store kept in db, a database file other stores share
+// (package store opens it): it applies the store's migrations, recorded
+// in schema_migrations as in a file of its own, and prepares its
+// statements. Close leaves db open.
+func New(ctx context.Context, db *sqlitedb.DB) (*Store, error) {
+	if err := db.Migrate(ctx, schema); err != nil {
+		return nil, fmt.Errorf("sqlitestore: %w", err)
+	}
+	if err := db.Prepare(ctx, hotQueries...); err != nil {
+		return nil, fmt.Errorf("sqlitestore: %w", err)
+	}
+	return &Store{db: db, shared: true}, nil
+}
+
+// Close closes the database (not one given to New). Writes already
+// acknowledged are on disk.
 func (s *Store) Close() error {
+	if s.shared {
+		return nil
+	}
 	return s.db.Close()
 }
 

@@ -1,0 +1,263 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"time"
+
+	"github.com/custos-runtime/custos/aais"
+	"github.com/custos-runtime/custos/arsia/auth"
+	"github.com/custos-runtime/custos/audit"
+	"github.com/custos-runtime/custos/gateway/exchange"
+	"github.com/custos-runtime/custos/internal/sqlitedb"
+	"github.com/custos-runtime/custos/store/filestore"
+	"github.com/custos-runtime/custos/store/memstore"
+	"github.com/custos-runtime/custos/store/pgaudit"
+	"github.com/custos-runtime/custos/store/pgexchange"
+	"github.com/custos-runtime/custos/store/pgratelimit"
+	"github.com/custos-runtime/custos/store/pgreplay"
+	"github.com/custos-runtime/custos/store/pgstore"
+	"github.com/custos-runtime/custos/store/sqliteaudit"
+	"github.com/custos-runtime/custos/store/sqliteexchange"
+	"github.com/custos-runtime/custos/store/sqlitestore"
+)
+
+// State is everything one deployment of custos serve keeps: on SQLite one
+// database file (approvals, exchanges, audit log: one writer, one group
+// commit, units of work across them), on PostgreSQL one schema shared by
+// every replica (the replay set and the rate limits too).
+type State struct {
+	// Location is where the state is.
+	Location Location
+	// Approvals is the AAIS approval store.
+	Approvals aais.Store
+	// Exchanges holds the received requests, their reviews and callback
+	// deliveries.
+	Exchanges exchange.Backend
+	// Audit is the audit log's backend.
+	Audit audit.Backend
+	// Replay (the DPoP proofs seen) and Limiter (per-sender rate limits)
+	// are shared by the replicas on PostgreSQL; nil means the gateway's
+	// in-process ones.
+	Replay  auth.ReplayCache
+	Limiter RateLimiter
+	// Instance is this process's name in the exchanges' claims.
+	Instance string
+	// Shared reports whether several processes (replicas) may run on the
+	// state at once.
+	Shared bool
+	// units, when set, makes the writes of a unit of work one transaction.
+	units interface {
+		Unit(context.Context, func(context.Context) error) error
+	}
+	closers []io.Closer
+}
+
+// Unit runs fn so that every write of the state it makes with its
+// context commits in one transaction, or none does (on a single SQLite
+// file; see sqlitedb.DB.Unit). On other backends fn runs as it is, each
+// write on its own.
+func (s *State) Unit(ctx context.Context, fn func(ctx context.Context) error) error {
+	if s.units == nil {
+		return fn(ctx)
+	}
+	return s.units.Unit(ctx, fn)
+}
+
+// Close closes everything Open opened, in reverse order.
+func (s *State) Close() error {
+	var errs []error
+	for i := len(s.closers) - 1; i >= 0; i-- {
+		errs = append(errs, s.closers[i].Close())
+	}
+	s.closers = nil
+	return errors.Join(errs...)
+}
+
+// RateLimiter is gateway.RateLimiter: one request's allowance for a
+// sender at now.
+type RateLimiter interface {
+	Allow(ctx context.Context, sender string, now time.Time) (ok bool, retryAfter time.Duration, err error)
+}
+
+// StateOptions tunes Open. A nil *StateOptions means the defaults.
+type StateOptions struct {
+	// Instance names this process in the exchanges' claims; "" means a
+	// random name (a single process recovers every interrupted claim).
+	Instance string
+	// Audit, when its Kind is set, keeps the audit log elsewhere (a
+	// SQLite file of its own, or a PostgreSQL database); the zero value
+	// keeps it in the state.
+	Audit Location
+	// DataDir holds the exchanges and the audit log when the approval
+	// store is a memory or file store (demos, tests): STATE_FILE in it.
+	DataDir string
+	// RateLimit configures the shared limiter on PostgreSQL (none when
+	// PerSecond is zero).
+	RateLimit pgratelimit.Rate
+	// Now is the exchanges' clock (time.Now when nil).
+	Now func() time.Time
+}
+
+// StateFile is the name of the state's SQLite file in a data directory.
+const StateFile = "custos.db"
+
+// Open opens (creating when missing) the whole state at l. A SQLite
+// state whose directory holds the three files of the layout before
+// StateFile (approvals.db, exchanges.db, audit.db) and no StateFile is
+// migrated first (see MigrateLayout).
+func Open(ctx context.Context, l Location, o *StateOptions) (_ *State, err error) {
+	if o == nil {
+		o = &StateOptions{}
+	}
+	s := &State{Location: l}
+	defer func() {
+		if err != nil {
+			_ = s.Close()
+		}
+	}()
+	xo := &sqliteexchange.Options{Instance: o.Instance, Now: o.Now}
+	switch l.Kind {
+	case KindSQLite:
+		if _, err := MigrateLayout(ctx, l.Path); err != nil {
+			return nil, err
+		}
+		if err := s.openSQLite(ctx, l.Path, xo, o.Audit.Kind == ""); err != nil {
+			return nil, err
+		}
+	case KindPostgres:
+		if err := s.openPostgres(ctx, l, o); err != nil {
+			return nil, err
+		}
+	case KindMemory, KindFile:
+		var ap aais.Store
+		if l.Kind == KindMemory {
+			ap = memstore.New()
+		} else {
+			fs, err := filestore.Open(l.Path, nil)
+			if err != nil {
+				return nil, err
+			}
+			s.closers = append(s.closers, fs)
+			ap = fs
+		}
+		if o.DataDir == "" {
+			return nil, fmt.Errorf("store: a %s approval store needs a data directory for the exchanges", l.Kind)
+		}
+		if err := s.openSQLite(ctx, filepath.Join(o.DataDir, StateFile), xo, o.Audit.Kind == ""); err != nil {
+			return nil, err
+		}
+		s.Approvals = ap
+	default:
+		return nil, fmt.Errorf("%w: kind %q", ErrUnsupported, l.Kind)
+	}
+	if o.Audit.Kind != "" {
+		b, err := OpenAudit(ctx, o.Audit)
+		if err != nil {
+			return nil, fmt.Errorf("audit log: %w", err)
+		}
+		s.Audit = b
+		s.closers = append(s.closers, b)
+	}
+	return s, nil
+}
+
+// openSQLite opens the state file at path: one sqlitedb.DB, and every
+// store on it.
+func (s *State) openSQLite(ctx context.Context, path string, xo *sqliteexchange.Options, withAudit bool) error {
+	db, err := sqlitedb.Open(ctx, path, nil, sqlitedb.Migrations{})
+	if err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	s.closers = append(s.closers, db)
+	s.units = db
+	if s.Approvals, err = sqlitestore.New(ctx, db); err != nil {
+		return err
+	}
+	xs, err := sqliteexchange.New(ctx, db, xo)
+	if err != nil {
+		return err
+	}
+	s.Exchanges, s.Instance = xs, xs.Instance()
+	if withAudit {
+		if s.Audit, err = sqliteaudit.New(ctx, db, nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// openPostgres opens the pool of the approval store and every other
+// store on it, in one schema.
+func (s *State) openPostgres(ctx context.Context, l Location, o *StateOptions) error {
+	pg, err := pgstore.Open(ctx, l.DSN, &pgstore.Options{Schema: l.Schema})
+	if err != nil {
+		return err
+	}
+	s.closers = append(s.closers, pg)
+	s.Approvals, s.Shared, s.Instance = pg, true, o.Instance
+	xs, err := pgexchange.Open(ctx, l.DSN, &pgexchange.Options{Schema: l.Schema, Instance: o.Instance})
+	if err != nil {
+		return fmt.Errorf("exchange store: %w", err)
+	}
+	s.closers = append(s.closers, xs)
+	s.Exchanges, s.Instance = xs, xs.Instance()
+	replay, err := pgreplay.New(ctx, pg.Pool(), &pgreplay.Options{Schema: l.Schema})
+	if err != nil {
+		return fmt.Errorf("replay set: %w", err)
+	}
+	s.Replay = replay
+	s.closers = append(s.closers, replay)
+	if o.RateLimit.PerSecond > 0 {
+		lim, err := pgratelimit.New(ctx, pg.Pool(), o.RateLimit, &pgratelimit.Options{Schema: l.Schema})
+		if err != nil {
+			return fmt.Errorf("rate limits: %w", err)
+		}
+		s.Limiter = lim
+		s.closers = append(s.closers, lim)
+	}
+	if o.Audit.Kind == "" {
+		b, err := pgaudit.New(ctx, pg.Pool(), &pgaudit.Options{Schema: l.Schema})
+		if err != nil {
+			return fmt.Errorf("audit log: %w", err)
+		}
+		s.Audit = b
+	}
+	return nil
+}
+
+// OpenAudit opens an audit log kept on its own: a SQLite file (the
+// layout before StateFile, or an audit_log setting), a state file
+// (StateFile: its audit tables), or a PostgreSQL database.
+func OpenAudit(ctx context.Context, l Location) (audit.Backend, error) {
+	switch l.Kind {
+	case KindPostgres:
+		return pgaudit.Open(ctx, l.DSN, &pgaudit.Options{Schema: l.Schema})
+	case KindSQLite:
+		if filepath.Base(l.Path) == StateFile {
+			db, err := sqlitedb.Open(ctx, l.Path, nil, sqlitedb.Migrations{})
+			if err != nil {
+				return nil, fmt.Errorf("store: %w", err)
+			}
+			b, err := sqliteaudit.New(ctx, db, nil)
+			if err != nil {
+				_ = db.Close()
+				return nil, err
+			}
+			return ownedAudit{b, db}, nil
+		}
+		return sqliteaudit.Open(ctx, l.Path, nil)
+	}
+	return nil, fmt.Errorf("%w: an audit log in a %s location", ErrUnsupported, l.Kind)
+}
+
+// ownedAudit closes the DB it was opened on.
+type ownedAudit struct {
+	*sqliteaudit.Backend
+	db *sqlitedb.DB
+}
+
+func (o ownedAudit) Close() error { return errors.Join(o.Backend.Close(), o.db.Close()) }

@@ -1,0 +1,120 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/custos-runtime/custos/aais"
+	"github.com/custos-runtime/custos/aais/aaistest"
+	"github.com/custos-runtime/custos/audit"
+	"github.com/custos-runtime/custos/audit/audittest"
+	"github.com/custos-runtime/custos/gateway/exchange"
+	"github.com/custos-runtime/custos/gateway/exchange/exchangetest"
+	"github.com/custos-runtime/custos/store"
+)
+
+func openState(t *testing.T, path string, o *store.StateOptions) *store.State {
+	t.Helper()
+	s, err := store.Open(t.Context(), store.Location{Kind: store.KindSQLite, Path: path}, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// Each store of the one state file passes its kit there, next to the
+// others.
+func TestStateFileKits(t *testing.T) {
+	t.Run("approvals", func(t *testing.T) {
+		aaistest.Run(t, aaistest.Backend{
+			New: func(t *testing.T) aais.Store {
+				return openState(t, filepath.Join(t.TempDir(), store.StateFile), nil).Approvals
+			},
+			Reopen: func(t *testing.T, s aais.Store) aais.Store {
+				return openState(t, s.(interface{ Path() string }).Path(), nil).Approvals
+			},
+		})
+	})
+	t.Run("exchanges", func(t *testing.T) {
+		opts := func(c exchangetest.Config) *store.StateOptions {
+			return &store.StateOptions{Instance: c.Instance, Now: c.Now}
+		}
+		exchangetest.Run(t, exchangetest.Backend{
+			New: func(t *testing.T, c exchangetest.Config) exchange.Backend {
+				return openState(t, filepath.Join(t.TempDir(), store.StateFile), opts(c)).Exchanges
+			},
+			Reopen: func(t *testing.T, b exchange.Backend, c exchangetest.Config) exchange.Backend {
+				return openState(t, b.(interface{ Path() string }).Path(), opts(c)).Exchanges
+			},
+		})
+	})
+	t.Run("audit", func(t *testing.T) {
+		audittest.Run(t, func(t *testing.T) audit.Backend {
+			return openState(t, filepath.Join(t.TempDir(), store.StateFile), nil).Audit
+		})
+	})
+}
+
+// A unit of work across the three stores commits all of its writes or
+// none: the exchange, the approval request and the audit record of one
+// step are never separated.
+func TestStateUnit(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), store.StateFile)
+	s := openState(t, path, nil)
+	auth, err := aais.NewAuthority(s.Approvals, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := audit.New(s.Audit, nil)
+	now := time.Now()
+	step := func(n string, fail error) error {
+		return s.Unit(ctx, func(ctx context.Context) error {
+			x, created, err := s.Exchanges.Create(ctx, exchange.Exchange{Sender: "agent:acme.a", MessageID: "m_" + n, Capability: "c"})
+			if err != nil || !created {
+				return errors.Join(err, errors.New("not created"))
+			}
+			if _, err := auth.Submit(ctx, aaistest.Request(t, now, "r_"+n)); err != nil {
+				return err
+			}
+			if _, err := log.Append(ctx, audit.Record{Kind: audit.KindReceived, MessageID: "m_" + n, Details: map[string]any{"exchange_id": x.ID}}); err != nil {
+				return err
+			}
+			return fail
+		})
+	}
+	boom := errors.New("crash before commit")
+	if err := step("1", boom); !errors.Is(err, boom) {
+		t.Fatalf("step = %v", err)
+	}
+	if err := step("2", nil); err != nil {
+		t.Fatal(err)
+	}
+	// Read back through a second, fresh handle on the file.
+	r := openState(t, path, nil)
+	if _, err := r.Exchanges.BySender(ctx, "agent:acme.a", "m_1"); !errors.Is(err, exchange.ErrNotFound) {
+		t.Errorf("exchange of the failed unit: %v", err)
+	}
+	if _, err := r.Approvals.RequestState(ctx, "apr_r_1"); !errors.Is(err, aais.ErrUnknownRequest) {
+		t.Errorf("approval of the failed unit: %v", err)
+	}
+	if _, err := r.Exchanges.BySender(ctx, "agent:acme.a", "m_2"); err != nil {
+		t.Errorf("exchange of the committed unit: %v", err)
+	}
+	if _, err := r.Approvals.RequestState(ctx, "apr_r_2"); err != nil {
+		t.Errorf("approval of the committed unit: %v", err)
+	}
+	rep, err := audit.New(r.Audit, nil).Verify(ctx)
+	if err != nil || !rep.OK() || rep.Records != 1 {
+		t.Errorf("audit after one committed unit: %+v, %v", rep, err)
+	}
+	// The approval stream has exactly the committed request's event.
+	page, err := r.Approvals.EventsAfter(ctx, 0, 0)
+	if err != nil || len(page.Events) != 1 || page.Events[0].Sequence != 1 {
+		t.Errorf("events: %+v, %v", page, err)
+	}
+}
