@@ -3,11 +3,13 @@
 // tests, demos and single-process runtimes that accept losing pending
 // approvals on restart; nothing survives the process.
 //
-// Every message is kept as the validated copy aais.Copy returned when it
-// was written, which nothing ever changes, and every read hands out
-// a deep copy of it (aais.Message.Clone), so callers always get private,
-// validated copies and a stored message can never be changed through a
-// pointer.
+// Every message is kept as the JSON aais.MarshalCopy wrote, and a pending
+// request also as the validated copy MarshalCopy returned, which nothing
+// ever changes. Reads hand out a deep copy of that (aais.Message.Clone)
+// or parse the JSON, so callers always get private, validated copies and
+// a stored message can never be changed through a pointer. Keeping bytes
+// for everything that is no longer pending keeps the heap the garbage
+// collector scans small.
 package memstore
 
 import (
@@ -28,19 +30,22 @@ type Store struct {
 	mu       sync.Mutex
 	id       string
 	latest   uint64
-	events   []*aais.Message // events[i] has sequence i+1; never changed
+	events   [][]byte // events[i] has sequence i+1
 	requests map[string]*entry
 	rules    map[string][]byte // rule JSON by id
 }
 
-// entry is one request. Its messages are never changed once stored; they
-// are only ever handed out as clones.
+// entry is one request. Nothing in it changes once stored but pending,
+// which is dropped when the request is resolved.
 type entry struct {
-	request    *aais.Message
+	request []byte
+	// pending is the request's validated copy while it is pending, handed
+	// out only as clones; nil once resolved (request is parsed then).
+	pending    *aais.Message
 	requestFP  string
 	owner      *aais.ProcessIdentity
-	sequence   uint64        // of the approval.requested event
-	resolution *aais.Message // nil while pending
+	sequence   uint64 // of the approval.requested event
+	resolution []byte // nil while pending
 	decisionFP string
 }
 
@@ -82,30 +87,37 @@ func (s *Store) reset() {
 }
 
 // append builds an event under the next sequence. The caller holds mu.
-func (s *Store) append(m *aais.Message) (*aais.Message, uint64, error) {
+func (s *Store) append(m *aais.Message) (event, error) {
 	if s.latest >= aais.MaxSequence {
-		return nil, 0, aais.ErrSequenceExhausted
+		return event{}, aais.ErrSequenceExhausted
 	}
 	return s.appendAt(m, s.latest+1)
 }
 
-// appendAt builds m's event under sequence seq: a validated copy that
-// shares nothing with m.
-func (s *Store) appendAt(m *aais.Message, seq uint64) (*aais.Message, uint64, error) {
+// event is a message built for the log: its JSON and a validated copy that
+// shares nothing with the message given.
+type event struct {
+	json []byte
+	msg  *aais.Message
+	seq  uint64
+}
+
+// appendAt builds m's event under sequence seq.
+func (s *Store) appendAt(m *aais.Message, seq uint64) (event, error) {
 	c := *m
 	c.Sequence = seq
-	ev, err := aais.Copy(&c)
+	b, ev, err := aais.MarshalCopy(&c)
 	if err != nil {
-		return nil, 0, err
+		return event{}, err
 	}
-	return ev, seq, nil
+	return event{json: b, msg: ev, seq: seq}, nil
 }
 
 // commit makes an event built by append part of the log. The caller holds
 // mu and has already stored the state the event announces.
-func (s *Store) commit(ev *aais.Message, seq uint64) {
-	s.events = append(s.events, ev)
-	s.latest = seq
+func (s *Store) commit(ev event) {
+	s.events = append(s.events, ev.json)
+	s.latest = ev.seq
 }
 
 // CreateRequestIfAbsent implements aais.Store.
@@ -126,32 +138,36 @@ func (s *Store) CreateRequestIfAbsent(ctx context.Context, rec aais.RequestRecor
 		out, err := e.requestRecord()
 		return out, false, err
 	}
-	ev, seq, err := s.append(rec.Event)
+	ev, err := s.append(rec.Event)
 	if err != nil {
 		return aais.RequestRecord{}, false, err
 	}
-	e := &entry{request: ev, requestFP: rec.Fingerprint, sequence: seq, owner: cloneOwner(rec.Owner)}
-	var resolution func()
+	e := &entry{request: ev.json, pending: ev.msg, requestFP: rec.Fingerprint, sequence: ev.seq, owner: cloneOwner(rec.Owner)}
+	var resolution func() *aais.Message
 	if rec.Resolution != nil {
 		// Checked and built before anything changes, so a refusal
 		// writes nothing.
-		if resolution, err = s.resolve(e, *rec.Resolution, seq); err != nil {
+		if resolution, err = s.resolve(e, *rec.Resolution, ev.seq); err != nil {
 			return aais.RequestRecord{}, false, err
 		}
 	}
 	s.requests[id] = e
-	s.commit(ev, seq)
+	s.commit(ev)
+	out := aais.RequestRecord{Event: ev.msg, Fingerprint: e.requestFP, Owner: cloneOwner(e.owner)}
 	if resolution != nil {
+		// The entry no longer keeps the copy: it can be handed out.
 		resolution()
+	} else {
+		out.Event = ev.msg.Clone()
 	}
-	out, err := e.requestRecord()
-	return out, true, err
+	return out, true, nil
 }
 
 // resolve checks rec against the rules it names or creates and builds its
-// event with the sequence after last; the returned func records it. The
+// event with the sequence after last; the returned func records it and
+// returns the event's validated copy, which the store does not keep. The
 // caller holds mu.
-func (s *Store) resolve(e *entry, rec aais.ResolutionRecord, last uint64) (func(), error) {
+func (s *Store) resolve(e *entry, rec aais.ResolutionRecord, last uint64) (func() *aais.Message, error) {
 	if err := s.checkRules(rec); err != nil {
 		return nil, err
 	}
@@ -166,16 +182,18 @@ func (s *Store) resolve(e *entry, rec aais.ResolutionRecord, last uint64) (func(
 	if last >= aais.MaxSequence {
 		return nil, aais.ErrSequenceExhausted
 	}
-	ev, seq, err := s.appendAt(rec.Event, last+1)
+	ev, err := s.appendAt(rec.Event, last+1)
 	if err != nil {
 		return nil, err
 	}
-	return func() {
-		e.resolution, e.decisionFP = ev, rec.DecisionFingerprint
+	return func() *aais.Message {
+		e.resolution, e.decisionFP = ev.json, rec.DecisionFingerprint
+		e.pending = nil
 		if rule != nil {
 			s.rules[rec.Rule.ID] = rule
 		}
-		s.commit(ev, seq)
+		s.commit(ev)
+		return ev.msg
 	}, nil
 }
 
@@ -244,9 +262,7 @@ func (s *Store) ResolveIfPending(ctx context.Context, rec aais.ResolutionRecord)
 	if err != nil {
 		return aais.ResolutionRecord{}, false, err
 	}
-	record()
-	out, err := e.resolutionRecord()
-	return out, true, err
+	return aais.ResolutionRecord{Event: record(), DecisionFingerprint: e.decisionFP}, true, nil
 }
 
 // Pending implements aais.Store.
@@ -283,18 +299,22 @@ func (s *Store) EventsAfter(ctx context.Context, after uint64, limit int) (aais.
 	}
 	s.mu.Lock()
 	page := aais.EventPage{Latest: s.latest, StoreID: s.id, Gap: after > s.latest}
-	var evs []*aais.Message
+	var raw [][]byte
 	if after < s.latest {
-		evs = s.events[after:]
-		if limit > 0 && len(evs) > limit {
-			evs = evs[:limit]
+		raw = s.events[after:]
+		if limit > 0 && len(raw) > limit {
+			raw = raw[:limit]
 		}
 	}
 	s.mu.Unlock()
-	// The stored messages are never modified, so they can be copied
+	// The stored byte slices are never modified, so they can be parsed
 	// outside the lock.
-	for _, m := range evs {
-		page.Events = append(page.Events, m.Clone())
+	for _, b := range raw {
+		m, err := aais.Parse(b)
+		if err != nil {
+			return aais.EventPage{}, err
+		}
+		page.Events = append(page.Events, m)
 	}
 	return page, nil
 }
@@ -348,12 +368,25 @@ func cloneOwner(o *aais.ProcessIdentity) *aais.ProcessIdentity {
 	return &c
 }
 
+// requestRecord and resolutionRecord work on a copy of the entry taken
+// under mu, whose messages and bytes are never changed.
 func (e *entry) requestRecord() (aais.RequestRecord, error) {
-	return aais.RequestRecord{Event: e.request.Clone(), Fingerprint: e.requestFP, Owner: cloneOwner(e.owner)}, nil
+	m := e.pending.Clone()
+	if m == nil {
+		var err error
+		if m, err = aais.Parse(e.request); err != nil {
+			return aais.RequestRecord{}, err
+		}
+	}
+	return aais.RequestRecord{Event: m, Fingerprint: e.requestFP, Owner: cloneOwner(e.owner)}, nil
 }
 
 func (e *entry) resolutionRecord() (aais.ResolutionRecord, error) {
-	return aais.ResolutionRecord{Event: e.resolution.Clone(), DecisionFingerprint: e.decisionFP}, nil
+	m, err := aais.Parse(e.resolution)
+	if err != nil {
+		return aais.ResolutionRecord{}, err
+	}
+	return aais.ResolutionRecord{Event: m, DecisionFingerprint: e.decisionFP}, nil
 }
 
 func (e *entry) state() (aais.RequestState, error) {
