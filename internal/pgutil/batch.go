@@ -41,7 +41,8 @@ type Batcher struct {
 	// alone).
 	Max int
 	// Conns is the most batches run at once, each on its own connection
-	// (2 when zero): one prepares while another commits.
+	// (1 when zero): with more, one prepares while another commits, but
+	// the writes are spread over smaller batches.
 	Conns int
 	// Finish writes the values the batch's Prepare functions returned (in
 	// order, none nil) and commits tx, through SendCommit, in one round
@@ -102,7 +103,7 @@ func (b *Batcher) Write(ctx context.Context, fn Prepare) error {
 	}
 	conns := b.Conns
 	if conns <= 0 {
-		conns = 2
+		conns = 1
 	}
 	b.mu.Lock()
 	b.queue = append(b.queue, j)

@@ -64,7 +64,8 @@ type Options struct {
 	// alone.
 	MaxBatch int
 	// BatchConns is the most write transactions (batches) the Store runs
-	// at once; one prepares while another commits. Zero means 2.
+	// at once: with more than one, one prepares while another commits,
+	// but the writes are spread over smaller batches. Zero means 1.
 	BatchConns int
 }
 
