@@ -115,7 +115,9 @@ func (a *Authority) Follow(ctx context.Context, after uint64, resume bool, poll 
 	for {
 		if !inRing {
 			v := h.view() // before the read: a later change shows as one
-			p, err := a.store.EventsAfter(ctx, fl.after, followPage)
+			var p EventPage
+			var err error
+			aside(func() { p, err = a.store.EventsAfter(ctx, fl.after, followPage) })
 			if err != nil {
 				return err
 			}
@@ -265,13 +267,42 @@ func (fl *following) send(m *Message, wire []byte) error {
 
 // resync delivers a fresh snapshot and continues after it.
 func (fl *following) resync(ctx context.Context) error {
-	snap, err := fl.a.Snapshot(ctx)
+	var (
+		snap *Message
+		wire []byte
+		err  error
+	)
+	aside(func() {
+		if snap, err = fl.a.Snapshot(ctx); err == nil && fl.f.Wire != nil {
+			wire, err = Marshal(snap)
+		}
+	})
 	if err != nil {
 		return err
 	}
-	if err := fl.send(snap, nil); err != nil {
+	if err := fl.send(snap, wire); err != nil {
 		return err
 	}
 	fl.after = snap.Snapshot.AsOfSequence
 	return nil
+}
+
+// aside runs fn on a goroutine of its own and waits for it. Reading the
+// store (a SQLite driver's calls nest deeply) would grow the follower's
+// stack, and a goroutine parked for hours between events keeps the stack
+// it grew: with thousands of followers that is most of their memory.
+// A panic in fn is raised again on the caller's goroutine, where the
+// caller (an HTTP server) may recover it.
+func aside(fn func()) {
+	done := make(chan struct{})
+	var p any
+	go func() {
+		defer close(done)
+		defer func() { p = recover() }()
+		fn()
+	}()
+	<-done
+	if p != nil {
+		panic(p)
+	}
 }

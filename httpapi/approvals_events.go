@@ -53,12 +53,20 @@ func (a *approvals) events(w http.ResponseWriter, r *http.Request) {
 	lastBeat := time.Now()
 	alive := a.sessionCheck(r)
 	last, sent := after, resume // the last id the client has
-	var line []byte
+	head := make([]byte, 0, 64) // "id: …\nevent: …\ndata: "
 	err := a.o.Authority.Follow(r.Context(), after, resume, a.o.Poll, aais.Follower{
 		Wire: func(m *aais.Message, wire []byte) error {
 			arm()
-			line = appendEvent(line[:0], m, wire)
-			if _, err := w.Write(line); err != nil {
+			// Three writes into the connection's buffer rather than a
+			// copy of the event per stream kept in between.
+			head = appendEventHead(head[:0], m)
+			if _, err := w.Write(head); err != nil {
+				return err
+			}
+			if _, err := w.Write(wire); err != nil {
+				return err
+			}
+			if _, err := io.WriteString(w, "\n\n"); err != nil {
 				return err
 			}
 			last, sent = m.Sequence, true
@@ -118,16 +126,15 @@ func (a *approvals) cutoff(w http.ResponseWriter, fl http.Flusher, rc *http.Resp
 	}
 }
 
-// appendEvent appends m as one SSE event; wire is its encoding, one line,
-// so it fits one data field.
-func appendEvent(b []byte, m *aais.Message, wire []byte) []byte {
+// appendEventHead appends the start of m's SSE event: its id and type and
+// the data field's name. The data is m's encoding, one line, so it fits
+// one data field, and a blank line ends the event.
+func appendEventHead(b []byte, m *aais.Message) []byte {
 	b = append(b, "id: "...)
 	b = strconv.AppendUint(b, m.Sequence, 10)
 	b = append(b, "\nevent: "...)
 	b = append(b, m.Type...)
-	b = append(b, "\ndata: "...)
-	b = append(b, wire...)
-	return append(b, "\n\n"...)
+	return append(b, "\ndata: "...)
 }
 
 func parseSeq(s string) (uint64, bool) {
