@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/custos-runtime/custos/audit"
 	"github.com/custos-runtime/custos/gateway/exchange"
 	"github.com/custos-runtime/custos/internal/pgutil/pgtest"
+	"github.com/custos-runtime/custos/store"
 	"github.com/custos-runtime/custos/store/memstore"
 	"github.com/custos-runtime/custos/store/pgexchange"
 	"github.com/google/uuid"
@@ -87,9 +89,30 @@ func withPostgres(t *testing.T) rigOption {
 	}
 }
 
-// backends runs f on the rig's SQLite exchange store and on PostgreSQL.
+// withState keeps the rig's approvals, exchanges and audit log in one
+// state file (store.Open), each step in one unit of work, as custos serve
+// does by default.
+func withState(t *testing.T) rigOption {
+	return func(o *Options, r *pipeRig) {
+		st, err := store.Open(t.Context(), store.Location{Kind: store.KindSQLite, Path: filepath.Join(t.TempDir(), store.StateFile)},
+			&store.StateOptions{Now: r.clk.Now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = st.Close() })
+		if r.auth, err = aais.NewAuthority(st.Approvals, &aais.AuthorityOptions{Now: r.clk.Now}); err != nil {
+			t.Fatal(err)
+		}
+		o.Authority, o.Exchanges, o.Audit, o.Units = r.auth, st.Exchanges, audit.New(st.Audit, nil), st
+		r.xs, r.ab = st.Exchanges, st.Audit
+	}
+}
+
+// backends runs f on the rig's SQLite exchange store, on one state file
+// with units of work, and on PostgreSQL.
 func backends(t *testing.T, f func(t *testing.T, opts ...rigOption)) {
 	t.Run("sqlite", func(t *testing.T) { f(t) })
+	t.Run("state", func(t *testing.T) { f(t, withState(t)) })
 	t.Run("postgres", func(t *testing.T) { f(t, withPostgres(t)) })
 }
 
@@ -534,5 +557,58 @@ func TestUnrecordedReceptionWaitsForItsRetry(t *testing.T) {
 	waitState(t, r, id, exchange.Done)
 	if r.echo.n.Load() != 1 {
 		t.Fatalf("ran %d times", r.echo.n.Load())
+	}
+}
+
+// failingAudit fails the first n audit writes of a backend.
+type failingAudit struct {
+	audit.Backend
+	fails atomic.Int32
+}
+
+func (f *failingAudit) Append(ctx context.Context, build func(*audit.Record) (audit.Record, error)) (audit.Record, error) {
+	if f.fails.Add(-1) >= 0 {
+		return audit.Record{}, errors.New("disk full (injected)")
+	}
+	return f.Backend.Append(ctx, build)
+}
+
+// On one state file, a step is all or nothing: a request whose reception
+// record fails leaves no exchange and no approval behind (nothing for
+// reconcile to finish), and its retry goes through once.
+func TestUnitReceptionAllOrNothing(t *testing.T) {
+	for _, prof := range []string{"GDPR-STANDARD", "EU-AI-ACT-HIGH-RISK"} {
+		t.Run(prof, func(t *testing.T) {
+			r := newPipeRig(t, withState(t), func(o *Options, r *pipeRig) {
+				f := &failingAudit{Backend: r.ab}
+				f.fails.Store(1)
+				o.Audit = audit.New(f, nil)
+			})
+			body, id := r.build(t, req{compliance: profile(prof)})
+			if rep := r.g.Receive(t.Context(), Inbound{Body: body}); rep.Status != 500 {
+				t.Fatalf("first: %d", rep.Status)
+			}
+			r.noExchange(t, id)
+			if snap, err := r.auth.Snapshot(t.Context()); err != nil || len(snap.Snapshot.Pending) != 0 {
+				t.Fatalf("pending approvals after a failed step: %+v, %v", snap, err)
+			}
+			rep := r.g.Receive(t.Context(), Inbound{Body: body})
+			if prof == "EU-AI-ACT-HIGH-RISK" {
+				if rep.Status != 202 {
+					t.Fatalf("retry: %d %s", rep.Status, rep.Envelope)
+				}
+				r.decide(t, rep.ExchangeID, aais.Approve, "")
+				step(t, r.g.resume)
+				waitState(t, r, id, exchange.Done)
+			} else if rep.Status != 200 {
+				t.Fatalf("retry: %d %s", rep.Status, rep.Envelope)
+			}
+			if r.echo.n.Load() != 1 {
+				t.Fatalf("ran %d times", r.echo.n.Load())
+			}
+			if got := r.recordsOf(t, audit.KindReceived, id); len(got) != 1 {
+				t.Fatalf("%d reception records, want 1", len(got))
+			}
+		})
 	}
 }

@@ -508,18 +508,41 @@ func (g *Gateway) receive(ctx context.Context, in Inbound, who *requestInfo) Rep
 	for k, v := range rec.Details {
 		accepted.Details[k] = v
 	}
-	// One step: the exchange and the record of its reception commit
-	// together (Options.Units), or neither does.
+	// A request that waits for approval is answered pending_approval:
+	// that reply is signed before anything is written.
+	var pending json.RawMessage
+	if approval != nil {
+		if pending, err = g.pendingReply(ctx, x, approval, now); err != nil {
+			return g.internal(ctx, from, msgID, now, err)
+		}
+	}
+	// One step: the exchange, the record of its reception and, when it
+	// waits for a human, its approval request and pending state commit
+	// together (Options.Units), or none does.
 	var created bool
-	var auditErr error
+	var auditErr, submitErr error
+	var sw submitted
+	// fn may run again (a retried batch): it starts from x0 each time.
+	x0 := x
 	err = g.o.Units.Unit(ctx, func(ctx context.Context) error {
 		var err error
-		x, created, err = g.o.Exchanges.Create(ctx, x)
+		sw, submitErr, auditErr = submitted{}, nil, nil
+		x, created, err = g.o.Exchanges.Create(ctx, x0)
 		if err != nil || !created {
 			return err
 		}
 		if _, auditErr = g.o.Audit.Append(ctx, accepted); auditErr != nil {
 			return auditErr
+		}
+		if approval != nil {
+			// Written on their own (no shared transaction), an exchange
+			// whose submission fails stays received, for its retry or
+			// reconcile.
+			sw, submitErr = g.submit(ctx, x, approval, pending, true)
+			if _, separate := g.o.Units.(separate); separate {
+				return nil
+			}
+			return submitErr
 		}
 		return nil
 	})
@@ -563,7 +586,7 @@ func (g *Gateway) receive(ctx context.Context, in Inbound, who *requestInfo) Rep
 	if oversight != compliance.OversightRequiredBeforeExecution {
 		return g.execute(ctx, x, h, call, digest, exchange.Executing, execMeta{Oversight: string(oversight), Profile: rec.Profile, Effective: downgraded})
 	}
-	return g.advance(ctx, x, &inline{req: approval, h: h, call: call, digest: digest, profile: rec.Profile, effective: downgraded})
+	return g.advanced(ctx, x, approval, pending, &inline{req: approval, h: h, call: call, digest: digest, profile: rec.Profile, effective: downgraded}, sw, submitErr)
 }
 
 // retried answers a request recorded before (the same sender and message

@@ -140,6 +140,8 @@ type pipeRig struct {
 	xs     exchange.Backend
 	auth   *aais.Authority
 	mem    *audit.Memory
+	// ab is where the audit records are (mem unless an option changes it).
+	ab     audit.Backend
 	clk    *pipeClock
 	signer sig.Signer
 	kid    string
@@ -289,7 +291,11 @@ func (r *pipeRig) verified(t *testing.T, raw []byte) map[string]any {
 func (r *pipeRig) records(t *testing.T) []audit.Record {
 	t.Helper()
 	var out []audit.Record
-	if err := r.mem.Range(t.Context(), 0, func(_ uint64, data []byte) error {
+	ab := r.ab
+	if ab == nil {
+		ab = r.mem
+	}
+	if err := ab.Range(t.Context(), 0, func(_ uint64, data []byte) error {
 		rec, err := audit.ParseRecord(data)
 		out = append(out, rec)
 		return err

@@ -103,14 +103,74 @@ func (g *Gateway) advance(ctx context.Context, x exchange.Exchange, in *inline) 
 	if err != nil {
 		return g.internal(ctx, x.Sender, x.MessageID, now, err)
 	}
-	sub, err := g.o.Authority.Submit(ctx, req)
+	pending, err := g.pendingReply(ctx, x, req, now)
 	if err != nil {
 		return g.internal(ctx, x.Sender, x.MessageID, now, err)
 	}
-	if in != nil && sub.Created && sub.Receipt != nil && sub.Receipt.Resolution.Outcome == aais.OutcomeApproved {
+	var sw submitted
+	err = g.o.Units.Unit(ctx, func(ctx context.Context) error {
+		var err error
+		sw, err = g.submit(ctx, x, req, pending, in != nil)
+		return err
+	})
+	return g.advanced(ctx, x, req, pending, in, sw, err)
+}
+
+// pendingReply signs the pending_approval reply of an exchange waiting
+// for req, before anything is written.
+func (g *Gateway) pendingReply(ctx context.Context, x exchange.Exchange, req *aais.Request, now time.Time) (json.RawMessage, error) {
+	return g.sign(arsia.NewPendingApproval(g.o.Agent, x.Sender, x.MessageID, arsia.PendingApproval{
+		ActionID:          req.ID,
+		OriginalRequestID: x.MessageID,
+		Context:           "A human must approve " + req.Action.Name() + " before it runs. Poll " + g.o.StatusURL(x.ID) + " for the outcome.",
+		RiskLevel:         riskOf(req.Risk.Level),
+	}, g.buildTTL(withTrace(ctx, x.TraceID), now, max(req.ExpiresAt.Time().Sub(now), time.Second))))
+}
+
+// submitted is what submit wrote.
+type submitted struct {
+	sub aais.Submission
+	// ruled: a remembered rule approved the request in the same write;
+	// the exchange stays received, for the caller to run.
+	ruled bool
+	// moved is the exchange after the compare-and-set, ok whether this
+	// call made it.
+	moved exchange.Exchange
+	ok    bool
+}
+
+// submit is the writes of the step received → pending_approval: the
+// approval request (again, if a previous attempt submitted it: that is
+// idempotent) and the exchange's compare-and-set, with the signed pending
+// reply. It runs inside a unit of work, the receiving request's own or
+// advance's; inline: the caller can run a call a rule approves at once.
+func (g *Gateway) submit(ctx context.Context, x exchange.Exchange, req *aais.Request, pending json.RawMessage, inline bool) (submitted, error) {
+	sub, err := g.o.Authority.Submit(ctx, req)
+	if err != nil {
+		return submitted{}, err
+	}
+	if inline && sub.Created && sub.Receipt != nil && sub.Receipt.Resolution.Outcome == aais.OutcomeApproved {
+		return submitted{sub: sub, ruled: true}, nil
+	}
+	moved, ok, err := g.o.Exchanges.Apply(ctx, x.ID, exchange.Received, exchange.PendingApproval,
+		exchange.Change{Reply: pending, ReplyStatus: 202, ApprovalID: req.ID, Deadline: req.ExpiresAt.Time()})
+	if err != nil {
+		return submitted{}, fmt.Errorf("exchange %s: %w", x.ID, err)
+	}
+	return submitted{sub: sub, moved: moved, ok: ok}, nil
+}
+
+// advanced answers the step submit wrote (err: it failed; the exchange
+// stays received, for its retry or reconcile).
+func (g *Gateway) advanced(ctx context.Context, x exchange.Exchange, req *aais.Request, pending json.RawMessage, in *inline, sw submitted, err error) Reply {
+	now := g.o.Now()
+	if err != nil {
+		return g.internal(ctx, x.Sender, x.MessageID, now, err)
+	}
+	if sw.ruled {
 		// A remembered rule approved it in the same write: record that,
 		// then run it as received (the sender waits for the answer).
-		if err := g.auditApproval(ctx, in.call, in.profile, req.ID, sub.Receipt); err != nil {
+		if err := g.auditApproval(ctx, in.call, in.profile, req.ID, sw.sub.Receipt); err != nil {
 			rep := g.internal(ctx, x.Sender, x.MessageID, now, err)
 			g.abandon(ctx, x, rep)
 			return rep
@@ -118,27 +178,12 @@ func (g *Gateway) advance(ctx context.Context, x exchange.Exchange, in *inline) 
 		return g.execute(ctx, x, in.h, in.call, in.digest, exchange.Received,
 			execMeta{Oversight: "required_before_execution", Profile: in.profile, ApprovalID: req.ID, Effective: in.effective})
 	}
-	capability := req.Action.Name()
-	pending, err := g.sign(arsia.NewPendingApproval(g.o.Agent, x.Sender, x.MessageID, arsia.PendingApproval{
-		ActionID:          req.ID,
-		OriginalRequestID: x.MessageID,
-		Context:           "A human must approve " + capability + " before it runs. Poll " + g.o.StatusURL(x.ID) + " for the outcome.",
-		RiskLevel:         riskOf(req.Risk.Level),
-	}, g.buildTTL(withTrace(ctx, x.TraceID), now, max(req.ExpiresAt.Time().Sub(now), time.Second))))
-	if err != nil {
-		return g.internal(ctx, x.Sender, x.MessageID, now, err)
-	}
-	moved, ok, err := g.o.Exchanges.Apply(ctx, x.ID, exchange.Received, exchange.PendingApproval,
-		exchange.Change{Reply: pending, ReplyStatus: 202, ApprovalID: req.ID, Deadline: req.ExpiresAt.Time()})
-	if err != nil {
-		return g.internal(ctx, x.Sender, x.MessageID, now, fmt.Errorf("exchange %s: %w", x.ID, err))
-	}
-	if !ok {
+	if !sw.ok {
 		// Moved meanwhile by a retry or reconcile: answer what it
 		// recorded (a claim made by a rule's approval has no reply yet).
-		return g.replyOf(moved)
+		return g.replyOf(sw.moved)
 	}
-	if sub.Receipt != nil {
+	if sw.sub.Receipt != nil {
 		// Decided before the exchange recorded that it waits (a reviewer
 		// was quicker than a restart): move it on now.
 		go func() {
@@ -147,7 +192,7 @@ func (g *Gateway) advance(ctx context.Context, x exchange.Exchange, in *inline) 
 			}
 		}()
 	}
-	return Reply{Status: 202, Envelope: pending, ExchangeID: moved.ID}
+	return Reply{Status: 202, Envelope: pending, ExchangeID: sw.moved.ID}
 }
 
 // recordedRequest is the approval request of an exchange in received: the
