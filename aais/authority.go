@@ -707,6 +707,12 @@ func (a *Authority) Snapshot(ctx context.Context) (*Message, error) {
 	if err != nil {
 		return nil, err
 	}
+	return a.snapshotOf(pending, asOf)
+}
+
+// snapshotOf is Snapshot of what Store.Pending returned (Follow shares one
+// Pending read between the followers that start together).
+func (a *Authority) snapshotOf(pending []RequestRecord, asOf uint64) (*Message, error) {
 	now := a.now()
 	s := &Snapshot{AsOfSequence: asOf, Pending: []Request{}}
 	for _, p := range pending {
