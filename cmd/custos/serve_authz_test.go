@@ -37,7 +37,7 @@ func TestServeStoreRefusesLocalDecisions(t *testing.T) {
 		t.Fatalf("send: %d", code)
 	}
 	r := g.onlyPending(t)
-	st := "--store=" + filepath.Join(data, "approvals.db")
+	st := "--store=" + filepath.Join(data, "custos.db")
 	for _, args := range [][]string{
 		{"approve", r.ID},
 		{"deny", r.ID},

@@ -118,7 +118,7 @@ func TestServeApprovalDecisionNamesTheReviewer(t *testing.T) {
 	// The audit log names the reviewer the token authenticated, not the
 	// actor the decision body claimed ("x").
 	var out, errOut syncBuffer
-	if code := run(t.Context(), []string{"audit", "export", "--log", filepath.Join(g.dataDir, "audit.db")}, strings.NewReader(""), &out, &errOut); code != 0 {
+	if code := run(t.Context(), []string{"audit", "export", "--log", filepath.Join(g.dataDir, "custos.db")}, strings.NewReader(""), &out, &errOut); code != 0 {
 		t.Fatalf("audit export: %d %s", code, errOut.String())
 	}
 	found := false

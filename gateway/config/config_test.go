@@ -13,8 +13,8 @@ func TestDefaultIsValid(t *testing.T) {
 	if err := c.Check(); err != nil {
 		t.Fatalf("default config: %v", err)
 	}
-	if !filepath.IsAbs(c.Data) || c.Store != filepath.Join(c.Data, "approvals.db") ||
-		c.AuditLog != filepath.Join(c.Data, "audit.db") || c.PublicURL != "http://127.0.0.1:8080" {
+	if !filepath.IsAbs(c.Data) || c.Store != filepath.Join(c.Data, "custos.db") ||
+		c.AuditLog != "" || c.PublicURL != "http://127.0.0.1:8080" {
 		t.Fatalf("derived settings: %+v", c)
 	}
 }
@@ -282,7 +282,7 @@ func TestSharedState(t *testing.T) {
 	if err := c.Check(); err != nil {
 		t.Fatal(err)
 	}
-	if !c.Shared() || c.AuditLog != c.Store || !strings.HasSuffix(c.Instance, ":"+c.Data) {
+	if !c.Shared() || c.AuditLog != "" || !strings.HasSuffix(c.Instance, ":"+c.Data) {
 		t.Fatalf("shared %v, audit_log %q, instance %q", c.Shared(), c.AuditLog, c.Instance)
 	}
 	c = Default()
@@ -290,7 +290,7 @@ func TestSharedState(t *testing.T) {
 	if err := c.Check(); err != nil {
 		t.Fatal(err)
 	}
-	if c.Shared() || c.AuditLog != filepath.Join(c.Data, "audit.db") {
+	if c.Shared() || c.AuditLog != "" || c.Store != filepath.Join(c.Data, "custos.db") {
 		t.Fatalf("local: shared %v, audit_log %q", c.Shared(), c.AuditLog)
 	}
 	c = Default()

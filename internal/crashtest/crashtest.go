@@ -1050,7 +1050,7 @@ var (
 
 // verifyAudit runs `custos audit verify` on the run's audit log.
 func (d *Driver) verifyAudit(ctx context.Context, res *Result) {
-	log := filepath.Join(d.o.Dir, "data0", "audit.db")
+	log := filepath.Join(d.o.Dir, "data0", "custos.db")
 	if d.o.Store != "" {
 		log = d.o.Store
 	}
