@@ -41,10 +41,10 @@ type StringTable struct {
 	// boxed holds the same strings as interface values, so that a shared
 	// string value costs no allocation at all.
 	boxed map[string]any
-	// lengths has bit n set when a string of n bytes is in the table
-	// (bit 63 for every length from 63 on): most strings of a document
-	// are ruled out without hashing them.
-	lengths uint64
+	// lengths[c] has bit n set when a string of n bytes starting with
+	// byte c is in the table (bit 63 for every length from 63 on): most
+	// strings of a document are ruled out without hashing them.
+	lengths [256]uint64
 }
 
 // NewStringTable returns a table of the given strings.
@@ -53,14 +53,16 @@ func NewStringTable(strs ...string) *StringTable {
 	for _, s := range strs {
 		t.m[s] = s
 		t.boxed[s] = s
-		t.lengths |= 1 << min(len(s), 63)
+		if s != "" {
+			t.lengths[s[0]] |= 1 << min(len(s), 63)
+		}
 	}
 	return t
 }
 
 // value returns the table's interface value for raw, if it has one.
 func (t *StringTable) value(raw []byte) (any, bool) {
-	if t.lengths&(1<<min(len(raw), 63)) == 0 {
+	if len(raw) == 0 || t.lengths[raw[0]]&(1<<min(len(raw), 63)) == 0 {
 		return nil, false
 	}
 	v, ok := t.boxed[string(raw)]
