@@ -136,10 +136,10 @@ func (s *callbackSink) delivered() []callbackHit {
 
 // pipeRig is a real gateway with its stores, a sender and a clock.
 type pipeRig struct {
-	g      *Gateway
-	xs     exchange.Backend
-	auth   *aais.Authority
-	mem    *audit.Memory
+	g    *Gateway
+	xs   exchange.Backend
+	auth *aais.Authority
+	mem  *audit.Memory
 	// ab is where the audit records are (mem unless an option changes it).
 	ab     audit.Backend
 	clk    *pipeClock

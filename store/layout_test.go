@@ -41,7 +41,7 @@ func copyFixture(t *testing.T) string {
 
 // old is what the fixture holds, read with plain SQL.
 type old struct {
-	storeID, logID, head string
+	storeID, logID, head                 string
 	events, requests, exchanges, records int
 }
 

@@ -6,14 +6,10 @@ import (
 	"time"
 )
 
-// Backend is what the gateway needs of an exchange store. Store (SQLite)
-// implements it; a PostgreSQL implementation lets several gateway
-// replicas share one. Every implementation must give the guarantees the
-// package documentation states: atomic compare-and-set transitions,
-// exactly one winner of a Claim across processes, idempotency keys,
-// decisions, reviews and deliveries written in the same transaction as
-// the state they belong to, and nothing acknowledged lost.
-type Backend interface {
+// Exchanges is the life of received requests: each one recorded once
+// per sender and message id (and idempotency key), moved through the
+// state machine by compare-and-set, claimed by exactly one runner.
+type Exchanges interface {
 	Create(ctx context.Context, x Exchange) (Exchange, bool, error)
 	Get(ctx context.Context, id string) (Exchange, error)
 	BySender(ctx context.Context, sender, messageID string) (Exchange, error)
@@ -22,19 +18,39 @@ type Backend interface {
 	Apply(ctx context.Context, id string, from, to State, c Change) (Exchange, bool, error)
 	Waiting(ctx context.Context, states ...State) ([]Exchange, error)
 	Interrupted(ctx context.Context) ([]Exchange, error)
+	// Instance is this handle's name in ClaimedBy.
 	Instance() string
-
 	PurgeIdempotency(ctx context.Context, now time.Time) (int, error)
+}
 
+// Reviews are the post-execution reviews a compliance profile demands,
+// queued by Apply (Change.Review) and completed by a reviewer.
+type Reviews interface {
 	Reviews(ctx context.Context, f ReviewFilter) ([]Review, error)
 	GetReview(ctx context.Context, exchangeID string) (Review, error)
 	CompleteReview(ctx context.Context, exchangeID, reviewer string, v Verdict, justification string) (Review, bool, error)
 	MarkTimedOut(ctx context.Context, exchangeID string) (bool, error)
 	ReviewCounts(ctx context.Context, now time.Time) (open, overdue int, err error)
+}
 
+// Deliveries are the envelopes queued (Change.Deliveries) for a sender's
+// callback URL, handed to one deliverer at a time.
+type Deliveries interface {
 	DueDeliveries(ctx context.Context, now time.Time, limit int) ([]Delivery, error)
 	Delivered(ctx context.Context, seq int64) error
 	DeliveryFailed(ctx context.Context, seq int64, failure string, next time.Time, giveUp bool) error
+}
 
+// Backend is an exchange store: what the gateway needs of one.
+// store/sqliteexchange (SQLite) and store/pgexchange (PostgreSQL, shared
+// by replicas) implement it, and the kit exchangetest holds both to the
+// guarantees the package documentation states: atomic compare-and-set
+// transitions, exactly one winner of a Claim across processes,
+// idempotency keys, decisions, reviews and deliveries written in the same
+// transaction as the state they belong to, and nothing acknowledged lost.
+type Backend interface {
+	Exchanges
+	Reviews
+	Deliveries
 	Close() error
 }

@@ -38,8 +38,8 @@
 //
 // Create records an exchange in state received. Every later change is one
 // of the transitions above, made only if the exchange is still in the
-// state the caller read (compare and set, under SQLite's single write
-// lock): of several callers making the same transition, in goroutines,
+// state the caller read (compare and set, in the store's write
+// transaction): of several callers making the same transition, in goroutines,
 // Store handles or processes, exactly one succeeds and the others get
 // ok=false and the exchange as it now is. Claim is the transition to
 // executing; whoever wins it runs the action, and nobody else ever can,
@@ -63,7 +63,7 @@
 // outcome is unknown: the action may or may not have taken effect. The
 // gateway must not run it again; it answers it failed with ASC
 // RESULT_STATE_UNKNOWN (Transition executing -> failed). With several
-// processes on one file, an exchange in executing may be running in a
+// processes on one store, an exchange in executing may be running in a
 // live process: ClaimedBy says which Store (Options.Instance) claimed it,
 // and only exchanges whose claimer is known to be gone may be failed.
 //
