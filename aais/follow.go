@@ -90,9 +90,9 @@ func (a *Authority) Follow(ctx context.Context, after uint64, resume bool, poll 
 	}
 	h := acquireHub(a.store, poll)
 	defer h.release()
-	fl := &following{a: a, f: f, after: after}
+	fl := &following{a: a, f: f, h: h, after: after}
 	if !resume {
-		if err := fl.resync(ctx); err != nil {
+		if err := fl.resync(ctx, true); err != nil {
 			return err
 		}
 	}
@@ -112,6 +112,11 @@ func (a *Authority) Follow(ctx context.Context, after uint64, resume bool, poll 
 		buf     []hubEntry
 		waitOn  <-chan struct{}
 	)
+	if fl.shared != nil {
+		// The snapshot goes with the hub's history: continue from the
+		// hub (which reads the store if it does not reach that far).
+		storeID, epoch, inRing = fl.shared.storeID, fl.shared.epoch, true
+	}
 	for {
 		if !inRing {
 			v := h.view() // before the read: a later change shows as one
@@ -128,7 +133,7 @@ func (a *Authority) Follow(ctx context.Context, after uint64, resume bool, poll 
 						return err
 					}
 				}
-				if err := fl.resync(ctx); err != nil {
+				if err := fl.resync(ctx, false); err != nil {
 					return err
 				}
 				continue
@@ -214,8 +219,12 @@ func (a *Authority) Follow(ctx context.Context, after uint64, resume bool, poll 
 type following struct {
 	a     *Authority
 	f     Follower
+	h     *hub
 	after uint64
 	wrote bool
+	// shared is the hub's Pending read the last snapshot came from; nil
+	// when it came from the store directly.
+	shared *hubPending
 }
 
 // slow returns an ErrSlowFollower error when the follower is live and
@@ -265,19 +274,36 @@ func (fl *following) send(m *Message, wire []byte) error {
 	return nil
 }
 
-// resync delivers a fresh snapshot and continues after it.
-func (fl *following) resync(ctx context.Context) error {
+// resync delivers a fresh snapshot and continues after it. With share,
+// the snapshot may come from a Pending read other followers share (not
+// after a gap: the hub may not have seen the reset yet).
+func (fl *following) resync(ctx context.Context, share bool) error {
 	var (
 		snap *Message
 		wire []byte
 		err  error
 	)
+	fl.shared = nil
 	aside(func() {
-		if snap, err = fl.a.Snapshot(ctx); err == nil && fl.f.Wire != nil {
+		if share {
+			var p *hubPending
+			var ok bool
+			if p, ok, err = fl.h.pending(ctx); err == nil && p != nil {
+				if ok {
+					fl.shared = p
+				}
+				snap, err = fl.a.snapshotOf(p.pending, p.asOf)
+			}
+		}
+		if snap == nil && err == nil {
+			snap, err = fl.a.Snapshot(ctx)
+		}
+		if err == nil && fl.f.Wire != nil {
 			wire, err = Marshal(snap)
 		}
 	})
 	if err != nil {
+		fl.shared = nil
 		return err
 	}
 	if err := fl.send(snap, wire); err != nil {

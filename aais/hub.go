@@ -47,6 +47,21 @@ type hub struct {
 	err error
 	// changed is closed, and replaced, whenever any of the above changes.
 	changed chan struct{}
+
+	// snap is the last Pending read a follower made for its snapshot,
+	// shared with the followers that start after it until the hub reads
+	// a newer event (snapMu is held while it is refreshed, so that
+	// followers starting together make one read).
+	snapMu sync.Mutex
+	snap   *hubPending
+}
+
+// hubPending is a Pending read and the hub's state it goes with.
+type hubPending struct {
+	pending []RequestRecord
+	asOf    uint64
+	epoch   uint64
+	storeID string
 }
 
 // hubEntry is one event and its encoding (nil when Marshal failed: the
@@ -281,4 +296,34 @@ func (h *hub) read(after uint64, limit int, buf []hubEntry) (out []hubEntry, v h
 	i := int(after + 1 - h.first)
 	j := min(len(h.ring), i+limit)
 	return append(buf, h.ring[i:j]...), v, true
+}
+
+// pending returns the pending requests as of a recent sequence, read from
+// the store or shared with the followers that started since the hub last
+// read an event, with the hub's epoch and store id it goes with. ok is
+// false when the hub has not read the store yet, or moved to another
+// epoch during the read: the caller then does not know which history the
+// read belongs to.
+func (h *hub) pending(ctx context.Context) (p *hubPending, ok bool, err error) {
+	h.snapMu.Lock()
+	defer h.snapMu.Unlock()
+	v := h.view()
+	if !v.known {
+		return nil, false, nil
+	}
+	// A snapshot as of an older sequence is just as true, but the
+	// follower would have the events since to replay.
+	if c := h.snap; c != nil && c.epoch == v.epoch && c.storeID == v.storeID && c.asOf >= v.latest {
+		return c, true, nil
+	}
+	pending, asOf, err := h.store.Pending(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	c := &hubPending{pending: pending, asOf: asOf, epoch: v.epoch, storeID: v.storeID}
+	if w := h.view(); w.epoch != v.epoch || w.storeID != v.storeID || !w.known {
+		return c, false, nil
+	}
+	h.snap = c
+	return c, true, nil
 }

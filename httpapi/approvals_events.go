@@ -97,7 +97,7 @@ func (a *approvals) events(w http.ResponseWriter, r *http.Request) {
 			}
 			return nil
 		},
-		IdleEvery: min(a.o.Heartbeat, time.Second),
+		IdleEvery: a.idleEvery(r),
 		MaxDelay:  a.o.StreamMaxDelay,
 	})
 	switch {
@@ -110,6 +110,17 @@ func (a *approvals) events(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		a.o.Logger.ErrorContext(r.Context(), "approval events", "err", err)
 	}
+}
+
+// idleEvery is how often a stream checks its session and heartbeat: every
+// second when a session authenticated it (it ends soon after the session
+// does), otherwise every half Heartbeat (so a keepalive is never more
+// than 1.5 Heartbeat after the last write).
+func (a *approvals) idleEvery(r *http.Request) time.Duration {
+	if ss, _ := r.Context().Value(sessionKey{}).(*session); ss != nil {
+		return min(a.o.Heartbeat/2, time.Second)
+	}
+	return a.o.Heartbeat / 2
 }
 
 // cutoff ends a stream with the reason and the sequence to resume after.

@@ -97,7 +97,7 @@ func (a *approvals) websocket(w http.ResponseWriter, r *http.Request) {
 			defer pcancel()
 			return c.Ping(pctx)
 		},
-		IdleEvery: min(a.o.Heartbeat, time.Second),
+		IdleEvery: a.idleEvery(r),
 		MaxDelay:  a.o.StreamMaxDelay,
 	})
 	if errors.Is(err, errSessionEnded) {
