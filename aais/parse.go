@@ -80,6 +80,30 @@ func (o *Options) Parse(data []byte) (*Message, error) {
 			cause:  err,
 		}
 	}
+	var is issues
+	// A document the schema fast path finds certainly valid is read from
+	// its generic values (see parsefast.go); any other goes through the
+	// full schema and the wire types.
+	m, ok := (*Message)(nil), false
+	if fastValid(doc) {
+		m, ok = fromDoc(data, doc, &is)
+	}
+	if !ok {
+		is = issues{}
+		if m, err = o.parseWire(data, doc, &is); err != nil {
+			return nil, err
+		}
+	}
+	checkMessage(&is, m)
+	if err := is.err(); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// parseWire checks doc against the whole schema and decodes data into the
+// wire types.
+func (o *Options) parseWire(data []byte, doc any, is *issues) (*Message, error) {
 	found, err := schemaIssues(doc)
 	if err != nil {
 		return nil, err
@@ -92,13 +116,7 @@ func (o *Options) Parse(data []byte) (*Message, error) {
 		// Unreachable for a document the schema accepted; fail closed.
 		return nil, &ValidationError{Issues: []Issue{{Path: "", Rule: RuleJSON, Message: err.Error()}}}
 	}
-	var is issues
-	m := w.toMessage(&is)
-	checkMessage(&is, m)
-	if err := is.err(); err != nil {
-		return nil, err
-	}
-	return m, nil
+	return w.toMessage(is), nil
 }
 
 // Marshal returns m's JSON, after checking that it parses back as a valid
