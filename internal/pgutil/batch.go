@@ -195,8 +195,10 @@ func (b *Batcher) run(batch []*batchJob) {
 		live = append(live, j)
 	}
 	if len(live) <= 1 {
+		// Run by the leader, so that the writes arriving meanwhile
+		// queue for the next batch.
 		for _, j := range live {
-			j.done <- errAlone
+			j.done <- b.alone(j)
 		}
 		return
 	}

@@ -32,34 +32,56 @@
 //
 // # Sequences without gaps
 //
-// Every write that appends events starts by locking the meta row (SELECT
-// latest_sequence FROM meta FOR UPDATE), gives its events latest+1,
-// latest+2, ..., and in the same transaction inserts them and sets
-// latest_sequence; then it commits. Three properties follow:
+// A write runs in two parts. First it prepares: it reads what it decides
+// on and locks the rows that must not change under it (the request row,
+// rule rows), writing nothing. Then one statement (appendSQL) takes the
+// sequences and writes everything: UPDATE meta SET latest_sequence =
+// latest_sequence + k, which locks the meta row, gives the events
+// latest+1 .. latest+k, inserts the events and the rows that carry them
+// and notifies; COMMIT is sent in the same round trip (a pipeline), so the
+// meta row is locked for that one statement and the commit, not for the
+// transaction. Concurrent writes of one Store share the transaction
+// (group commit, below) and take the row once. Three properties follow:
 //
 //  1. No duplicates, no holes in what commits. The row lock admits one
-//     appending transaction at a time. A transaction that waited for the
-//     lock gets, under READ COMMITTED, the row as the previous holder
-//     committed it, so it continues from that holder's last sequence; a
-//     transaction that rolls back (error, cancelled context, killed
-//     backend) releases the lock without changing the row, and the next
-//     one reuses its numbers. Sequences come from the row, never from a
-//     PostgreSQL SEQUENCE, whose values are not returned on rollback.
+//     appending transaction at a time. An UPDATE that waited for the
+//     lock continues, under READ COMMITTED, from the row as the previous
+//     holder committed it, so the sequences continue from that holder's
+//     last; a transaction that rolls back (error, cancelled context,
+//     killed backend) releases the lock without changing the row, and
+//     the next one reuses its numbers. Sequences come from the row, never
+//     from a PostgreSQL SEQUENCE, whose values are not returned on
+//     rollback.
 //
 //  2. Commit order is sequence order. The holder of n commits before the
 //     next writer can take n+1, because PostgreSQL releases row locks only
-//     after the commit.
+//     after the commit. Two transactions cannot take n and n+1 and commit
+//     in the reverse order: the second cannot take n+1 before the first
+//     committed.
 //
 //  3. No reader sees n+1 without n, at any isolation level, including
 //     READ COMMITTED. PostgreSQL makes a transaction visible (removes it
 //     from the set of running transactions every new snapshot consults)
 //     before it releases its locks. The writer of n+1 obtained the meta
 //     lock only after the writer of n released it, so the writer of n was
-//     already visible before the writer of n+1 wrote anything, let alone
+//     already visible before the writer of n+1 wrote its events, let alone
 //     committed. Any snapshot that includes the writer of n+1 was
 //     therefore taken after the writer of n became visible, and includes
-//     it. (On a hot standby commit records are replayed in WAL order, and
-//     n's precedes n+1's, so the same holds there.)
+//     it: a follower reading sequence > last never skips n. (On a hot
+//     standby commit records are replayed in WAL order, and n's precedes
+//     n+1's, so the same holds there.)
+//
+// The event JSON stores its own sequence, so a write marshals each event
+// (aais.Marshal, which validates it) before the lock, with the sequence
+// left open, and the statement builds the stored bytes as prefix ||
+// sequence || suffix: exactly what aais.Marshal writes at that sequence.
+// The statement's other reads would see the snapshot taken before it
+// waited for the lock, so it makes none: what a write decides on is read
+// while preparing, and what another writer may have done meanwhile is
+// caught by the indexes, which see every committed row (a request created
+// concurrently by another replica fails the requests primary key, and is
+// then read back as existing; a rule id taken fails the rules keys, an
+// ErrConflict).
 //
 // Readers use this by reading each answer in one statement, hence one
 // snapshot: EventsAfter reads store_id, latest_sequence and the events
@@ -68,34 +90,43 @@
 // event commit in one transaction, so a reader that sees an
 // approval.requested event can always read the request.
 //
-// The lock is held from the first read a write decides on to its commit:
-// the reads it decides on follow the lock, and every write after them is
-// sent in one round trip (a pgx batch), so the lock is held for three or
-// four round trips and the commit's WAL flush.
-// Appending throughput is bounded by that, by design: it is what buys
-// a single gapless order across replicas.
+// Older builds lock the meta row at the start of their writes; they and
+// this one still take turns on one row, so replicas of both may run on one
+// schema during an upgrade.
+//
+// # Group commit
+//
+// A Store's concurrent writes are prepared one after another in one
+// transaction and appended by one statement (pgutil.Batcher, up to
+// Options.MaxBatch writes, Options.BatchConns transactions at once), so
+// the batch pays one meta lock, one commit and one WAL flush. A write that
+// depends on another write of the batch (the same request or rule) is run
+// alone after it; a write whose preparation fails is run again alone, so
+// it gets the answer it would have got alone; a batch that fails as a
+// whole is run again write by write.
 //
 // # Atomic resolution across replicas
 //
 // ResolveIfPending first reads the request's resolution without a
-// transaction and answers a resolved request from it. Otherwise its
-// transaction locks the request row (SELECT resolved FROM requests WHERE
-// id = $1 FOR UPDATE): the concurrent resolvers of one request, in every
-// replica, queue on that row, and each one that obtains it after the
-// winner committed reads resolved = true and returns the stored resolution
-// (resolved false). Only the winner goes on to lock the meta row. The
-// resolutions primary key would refuse a second resolution anyway.
+// transaction and answers a resolved request from it. Otherwise it
+// prepares by locking the request row (SELECT resolved FROM requests
+// WHERE id = $1 FOR UPDATE): the concurrent resolvers of one request, in
+// every replica, queue on that row, and each one that obtains it after
+// the winner committed reads resolved = true and returns the stored
+// resolution (resolved false). Only the winner appends. The resolutions
+// primary key would refuse a second resolution anyway.
 //
 // An automatic approval (ByRule) locks the rule row FOR SHARE, and
 // RevokeRule locks it FOR UPDATE, so an approval by a rule either commits
 // before the revocation or waits for it and then sees the rule revoked
 // (ErrRuleInactive); it never commits after a revocation it did not see.
-// A rule saved by an approval (rec.Rule) is checked for a taken id under
-// the meta lock, where every earlier rule insert has committed.
 //
-// Locks are always taken in the order request row, rule rows, meta row,
-// so the writes cannot deadlock one another; Reset, which locks whole
-// tables, may, and PostgreSQL then aborts one side.
+// Locks are taken in the order request row, rule rows, meta row, and the
+// meta row last of all, in the statement that ends the transaction; a
+// batch locks the rows of several requests, and two batches that lock the
+// same two requests in opposite orders deadlock: PostgreSQL aborts one,
+// and it is retried write by write. Reset, which locks whole tables, may
+// deadlock too.
 //
 // # Failures and retries
 //
@@ -116,7 +147,7 @@
 //
 // # Notifications
 //
-// Every write transaction that appends events also runs
+// The statement that appends a transaction's events also runs
 // pg_notify(Channel(), '<store_id>:<sequence>') with the last sequence it
 // assigned; PostgreSQL delivers the notification at commit, only if the
 // transaction commits, in commit order. The payload names ids only, never

@@ -249,9 +249,10 @@ func (s *Store) finish(ctx context.Context, tx pgx.Tx, prepared []any) error {
 	return nil
 }
 
-// appender hands out the sequences of one write transaction and queues its
-// statements, so that everything after the meta row lock is sent in one
-// round trip (flush).
+// appender hands out the sequences of an Import, which locks the meta row
+// first (lockMeta) and holds it for the whole transaction, as the writes
+// of older builds do: a bulk load is one transaction, and it COPYs its
+// rows after deciding which are new under that lock.
 type appender struct {
 	tx      pgx.Tx
 	storeID string
