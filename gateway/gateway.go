@@ -11,8 +11,10 @@
 //	               the post-execution modes run now; required_before_execution
 //	               creates an AAIS request for exactly the call that would run
 //	               and answers pending_approval (202)
-//	6 execute      the handler runs the call, after the action digest is
-//	               recomputed (handler.Dispatch): a changed call never runs
+//	6 execute      the handler runs the call; an approved one only after its
+//	               action digest is recomputed (handler.Dispatch): a changed
+//	               call never runs. A call that needs no approval builds no
+//	               AAIS action and no digest (handler.Check, handler.Run)
 //	7 record       audit records for the reception, the decision and the
 //	               execution; a failed audit write fails the request
 //	8 report       every reply carries an ASC status (for errors, in the
@@ -456,7 +458,15 @@ func (g *Gateway) receive(ctx context.Context, in Inbound, who *requestInfo) Rep
 	if err != nil {
 		return fail(&arsia.Error{Code: arsia.CodeInvalidRequest, Description: err.Error()})
 	}
-	action, digest, err := handler.Action(call, desc)
+	// The AAIS action and its digest are built only for a call a human
+	// must approve: the digest binds the approval to the call that runs.
+	var action json.RawMessage
+	var digest string
+	if oversight == compliance.OversightRequiredBeforeExecution {
+		action, digest, err = handler.Action(call, desc)
+	} else {
+		err = handler.Check(call, desc)
+	}
 	if err != nil {
 		return fail(&arsia.Error{Code: arsia.CodeInvalidRequest, Description: err.Error()})
 	}
@@ -504,7 +514,10 @@ func (g *Gateway) receive(ctx context.Context, in Inbound, who *requestInfo) Rep
 	}
 	accepted := rec
 	accepted.Outcome, accepted.ASCCode = audit.OutcomeAccepted, int(asc.Accepted)
-	accepted.Details = map[string]any{"exchange_id": x.ID, "action_digest": digest}
+	accepted.Details = map[string]any{"exchange_id": x.ID}
+	if digest != "" {
+		accepted.Details["action_digest"] = digest
+	}
 	for k, v := range rec.Details {
 		accepted.Details[k] = v
 	}

@@ -72,11 +72,20 @@ func (g *Gateway) execute(ctx context.Context, x exchange.Exchange, h handler.Ha
 	}
 	rec := audit.Record{Kind: audit.KindExecution, MessageID: call.MessageID, Sender: call.From, Recipient: g.o.Agent,
 		Capability: call.Capability, Profile: meta.Profile, Oversight: meta.Oversight, RequestID: meta.ApprovalID, TraceID: call.TraceID,
-		Details: map[string]any{"exchange_id": x.ID, "action_digest": digest}}
+		Details: map[string]any{"exchange_id": x.ID}}
 	for k, v := range meta.Details {
 		rec.Details[k] = v
 	}
-	res, runErr := handler.Dispatch(ctx, h, call, digest)
+	var res handler.Result
+	var runErr error
+	if meta.ApprovalID != "" || from != exchange.Executing {
+		// Approved: only the action approved runs (a missing digest
+		// fails closed in Dispatch).
+		rec.Details["action_digest"] = digest
+		res, runErr = handler.Dispatch(ctx, h, call, digest)
+	} else {
+		res, runErr = handler.Run(ctx, h, call)
+	}
 	// What records the call runs whatever became of the request that
 	// brought it (a sender that hung up, a gateway shutting down), within
 	// its own deadline.

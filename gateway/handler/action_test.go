@@ -154,12 +154,16 @@ func TestActionRefusesArguments(t *testing.T) {
 		c := goldenCall
 		c.Args = json.RawMessage(args)
 		_, _, err := handler.Action(c, goldenDescriptor)
-		if !errors.Is(err, handler.ErrInvalidCall) {
-			t.Errorf("%s: err = %v, want ErrInvalidCall", name, err)
-			continue
-		}
-		if code := asc.CodeOf(err); code != asc.InvalidRequest {
-			t.Errorf("%s: code %v", name, code)
+		// Check, for calls that need no approval, refuses the same.
+		checkErr := handler.Check(c, goldenDescriptor)
+		for _, err := range []error{err, checkErr} {
+			if !errors.Is(err, handler.ErrInvalidCall) {
+				t.Errorf("%s: err = %v, want ErrInvalidCall", name, err)
+				continue
+			}
+			if code := asc.CodeOf(err); code != asc.InvalidRequest {
+				t.Errorf("%s: code %v", name, code)
+			}
 		}
 	}
 }
@@ -170,6 +174,9 @@ func TestActionRefusesCapability(t *testing.T) {
 		c.Capability = capName
 		if _, _, err := handler.Action(c, goldenDescriptor); !errors.Is(err, handler.ErrInvalidCall) {
 			t.Errorf("%q: err = %v", capName, err)
+		}
+		if err := handler.Check(c, goldenDescriptor); !errors.Is(err, handler.ErrInvalidCall) {
+			t.Errorf("Check %q: err = %v", capName, err)
 		}
 	}
 }
@@ -193,11 +200,17 @@ func TestActionRefusesDescriptor(t *testing.T) {
 		if !errors.Is(err, handler.ErrInvalidDescriptor) || asc.CodeOf(err) != asc.InternalError {
 			t.Errorf("%s: err = %v", name, err)
 		}
+		if err := handler.Check(goldenCall, d); !errors.Is(err, handler.ErrInvalidDescriptor) || asc.CodeOf(err) != asc.InternalError {
+			t.Errorf("Check %s: err = %v", name, err)
+		}
 	}
 	// Exactly at the limits is fine.
 	ok := handler.Descriptor{Kind: "echo", Risk: aais.RiskLow, Summary: long[:2000], Effects: []string{long[:2000]}}
 	if _, _, err := handler.Action(goldenCall, ok); err != nil {
 		t.Errorf("1000 characters: %v", err)
+	}
+	if err := handler.Check(goldenCall, ok); err != nil {
+		t.Errorf("Check, 1000 characters: %v", err)
 	}
 }
 

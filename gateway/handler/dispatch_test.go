@@ -188,3 +188,20 @@ func TestEcho(t *testing.T) {
 		t.Errorf("array args: %v", err)
 	}
 }
+
+// Run, for calls that need no approval, runs the call once and checks
+// the result as Dispatch does; its errors carry ASC statuses.
+func TestRun(t *testing.T) {
+	h := &countingHandler{url: "https://a.example/x"}
+	res, err := handler.Run(context.Background(), h, goldenCall)
+	if err != nil || string(res.Data) != `{"ok":true}` || h.runs.Load() != 1 {
+		t.Fatalf("Run = %s, %v; runs %d", res.Data, err, h.runs.Load())
+	}
+	if _, err := handler.Run(context.Background(), nil, goldenCall); asc.CodeOf(err) != asc.InternalError {
+		t.Errorf("nil handler: %v", err)
+	}
+	h = &countingHandler{url: h.url, err: errors.New("boom")}
+	if _, err := handler.Run(context.Background(), h, goldenCall); asc.CodeOf(err) != asc.InternalError {
+		t.Errorf("plain execute error: %v", err)
+	}
+}

@@ -224,6 +224,41 @@ func Action(c Call, d Descriptor) (action json.RawMessage, digest string, err er
 	return a.Raw(), digest, nil
 }
 
+// Check reports whether Action would accept c and d, without building the
+// action or its digest: for a call that needs no approval, which has no
+// approved action to match (see Run). Its errors are Action's.
+func Check(c Call, d Descriptor) error {
+	if _, err := compactArguments(c.Args); err != nil {
+		return err
+	}
+	if err := checkCapability(c.Capability); err != nil {
+		return err
+	}
+	return checkDescriptor(d)
+}
+
+// Run runs c with h, for a call that needs no approval (Check admitted
+// it), and checks that the result's Data is one JSON object. Its errors
+// carry an ASC status, as Dispatch's do. A call that was approved runs
+// through Dispatch, never Run.
+func Run(ctx context.Context, h Handler, c Call) (Result, error) {
+	if h == nil {
+		return Result{}, asc.Errorf(asc.InternalError, asc.ScopeToolCall, "handler: no handler")
+	}
+	return execute(ctx, h, c)
+}
+
+func execute(ctx context.Context, h Handler, c Call) (Result, error) {
+	res, err := h.Execute(ctx, c)
+	if err != nil {
+		return Result{}, ensureASC(err, asc.InternalError)
+	}
+	if err := checkObject(res.Data, jcs.DefaultMaxSize); err != nil {
+		return Result{}, asc.Errorf(asc.InternalError, asc.ScopeToolCall, "%w: %v", ErrInvalidResult, err)
+	}
+	return res, nil
+}
+
 // Dispatch runs c with h if, and only if, the action h describes for c now
 // is the approved one. It calls h.Describe, builds the action (Action) and
 // compares its digest with approvedDigest; when they differ, or the digest
@@ -235,9 +270,8 @@ func Action(c Call, d Descriptor) (action json.RawMessage, digest string, err er
 // Every error Dispatch returns carries an ASC status: a handler error that
 // is not an *asc.Error is wrapped as 6001 INTERNAL_ERROR.
 //
-// approvedDigest is the action_digest of the AAIS request that was approved
-// (for a call that needs no approval, the digest Action returned when the
-// call was admitted).
+// approvedDigest is the action_digest of the AAIS request that was
+// approved.
 func Dispatch(ctx context.Context, h Handler, c Call, approvedDigest string) (Result, error) {
 	if h == nil {
 		return Result{}, asc.Errorf(asc.InternalError, asc.ScopeToolCall, "handler: no handler")
@@ -258,14 +292,7 @@ func Dispatch(ctx context.Context, h Handler, c Call, approvedDigest string) (Re
 	if digest != approvedDigest {
 		return Result{}, staleError("the action about to run has digest %s, the approved one is %s", digest, approvedDigest)
 	}
-	res, err := h.Execute(ctx, c)
-	if err != nil {
-		return Result{}, ensureASC(err, asc.InternalError)
-	}
-	if err := checkObject(res.Data, jcs.DefaultMaxSize); err != nil {
-		return Result{}, asc.Errorf(asc.InternalError, asc.ScopeToolCall, "%w: %v", ErrInvalidResult, err)
-	}
-	return res, nil
+	return execute(ctx, h, c)
 }
 
 func staleError(format string, args ...any) error {
