@@ -107,9 +107,7 @@
 //
 // # Atomic resolution across replicas
 //
-// ResolveIfPending first reads the request's resolution without a
-// transaction and answers a resolved request from it. Otherwise it
-// prepares by locking the request row (SELECT resolved FROM requests
+// ResolveIfPending prepares by locking the request row (SELECT resolved FROM requests
 // WHERE id = $1 FOR UPDATE): the concurrent resolvers of one request, in
 // every replica, queue on that row, and each one that obtains it after
 // the winner committed reads resolved = true and returns the stored

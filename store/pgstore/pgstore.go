@@ -562,12 +562,14 @@ func deref(p *string) string {
 	return *p
 }
 
-// ResolveIfPending implements aais.Store. A request already resolved is
-// answered from one read. Otherwise the transaction locks the request row
-// (SELECT ... FOR UPDATE): concurrent resolvers of one request, in any
-// replica, queue on that lock, and each one that gets it after the winner
-// committed reads resolved = true and returns the stored resolution. The
-// resolutions primary key would refuse a second resolution anyway.
+// ResolveIfPending implements aais.Store. Its transaction locks the
+// request row (SELECT ... FOR UPDATE): concurrent resolvers of one
+// request, in any replica, queue on that lock, and each one that gets it
+// after the winner committed reads resolved = true and returns the stored
+// resolution. The resolutions primary key would refuse a second
+// resolution anyway. There is no read before the transaction: its caller,
+// aais.Authority, has just read the request's state, and answers a
+// resolved request from it.
 func (s *Store) ResolveIfPending(ctx context.Context, rec aais.ResolutionRecord) (aais.ResolutionRecord, bool, error) {
 	if err := ctx.Err(); err != nil {
 		return aais.ResolutionRecord{}, false, err
@@ -580,90 +582,77 @@ func (s *Store) ResolveIfPending(ctx context.Context, rec aais.ResolutionRecord)
 		stored   []byte
 		dfp      string
 		resolved bool
-		known    bool
 	)
-	err := s.read(ctx, func(ctx context.Context) (err error) {
-		stored, dfp, known, err = lookupResolution(ctx, s.pool, id)
-		return err
-	})
+	p := &pending{}
+	t, err := template(rec.Event, id)
 	if err != nil {
-		return aais.ResolutionRecord{}, false, wrap(err)
+		return aais.ResolutionRecord{}, false, err
 	}
-	if !known {
-		return aais.ResolutionRecord{}, false, fmt.Errorf("%w: %s", aais.ErrUnknownRequest, id)
-	}
-	if stored == nil {
-		p := &pending{}
-		t, err := template(rec.Event, id)
+	p.resolutions = append(p.resolutions, resolutionRow{requestID: id, decisionFingerprint: rec.DecisionFingerprint,
+		byRule: rec.ByRule, ev: p.event(t)})
+	p.resolve = []string{id}
+	if r := rec.Rule; r != nil {
+		rb, err := r.MarshalJSON()
 		if err != nil {
 			return aais.ResolutionRecord{}, false, err
 		}
-		p.resolutions = append(p.resolutions, resolutionRow{requestID: id, decisionFingerprint: rec.DecisionFingerprint,
-			byRule: rec.ByRule, ev: p.event(t)})
-		p.resolve = []string{id}
-		if r := rec.Rule; r != nil {
-			rb, err := r.MarshalJSON()
-			if err != nil {
-				return aais.ResolutionRecord{}, false, err
-			}
-			p.rules = append(p.rules, ruleRow{id: r.ID, requestID: id, revoked: r.Revoked(), json: rb})
+		p.rules = append(p.rules, ruleRow{id: r.ID, requestID: id, revoked: r.Revoked(), json: rb})
+	}
+	err = s.write(ctx, func(ctx context.Context, tx pgx.Tx, b *pgutil.Batch) (*pending, error) {
+		stored, dfp, resolved = nil, "", false
+		if !b.Claim("q" + id) {
+			return nil, errBusy
 		}
-		err = s.write(ctx, func(ctx context.Context, tx pgx.Tx, b *pgutil.Batch) (*pending, error) {
-			stored, dfp, resolved = nil, "", false
-			if !b.Claim("q" + id) {
+		var isResolved bool
+		err := tx.QueryRow(ctx, "SELECT resolved FROM requests WHERE id = $1 FOR UPDATE", id).Scan(&isResolved)
+		if err != nil {
+			return nil, err // the request existed: ErrNoRows means a Reset
+		}
+		if isResolved {
+			var err error
+			stored, dfp, _, err = lookupResolution(ctx, tx, id)
+			if err == nil && stored == nil {
+				err = errors.New("request marked resolved without a resolution")
+			}
+			if err != nil {
+				return nil, err
+			}
+			return nil, errNoChange
+		}
+		if rec.ByRule != "" {
+			ruleState, err := lockRules(ctx, tx, []string{rec.ByRule})
+			if err != nil {
+				return nil, err
+			}
+			if err := ruleUsable(ruleState, rec.ByRule); err != nil {
+				return nil, err
+			}
+		}
+		if r := rec.Rule; r != nil {
+			if !b.Claim("r" + r.ID) {
 				return nil, errBusy
 			}
-			var isResolved bool
-			err := tx.QueryRow(ctx, "SELECT resolved FROM requests WHERE id = $1 FOR UPDATE", id).Scan(&isResolved)
-			if err != nil {
-				return nil, err // the request existed: ErrNoRows means a Reset
+			// A rule committed with this id or for this request
+			// is a conflict; one being committed now is refused
+			// by the primary key or the request_id unique index.
+			var taken bool
+			if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM rules WHERE id = $1 OR request_id = $2)", r.ID, id).Scan(&taken); err != nil {
+				return nil, err
 			}
-			if isResolved {
-				var err error
-				stored, dfp, _, err = lookupResolution(ctx, tx, id)
-				if err == nil && stored == nil {
-					err = errors.New("request marked resolved without a resolution")
-				}
-				if err != nil {
-					return nil, err
-				}
-				return nil, errNoChange
+			if taken {
+				return nil, fmt.Errorf("%w: rule %s", aais.ErrConflict, r.ID)
 			}
-			if rec.ByRule != "" {
-				ruleState, err := lockRules(ctx, tx, []string{rec.ByRule})
-				if err != nil {
-					return nil, err
-				}
-				if err := ruleUsable(ruleState, rec.ByRule); err != nil {
-					return nil, err
-				}
-			}
-			if r := rec.Rule; r != nil {
-				if !b.Claim("r" + r.ID) {
-					return nil, errBusy
-				}
-				// A rule committed with this id or for this request
-				// is a conflict; one being committed now is refused
-				// by the primary key or the request_id unique index.
-				var taken bool
-				if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM rules WHERE id = $1 OR request_id = $2)", r.ID, id).Scan(&taken); err != nil {
-					return nil, err
-				}
-				if taken {
-					return nil, fmt.Errorf("%w: rule %s", aais.ErrConflict, r.ID)
-				}
-			}
-			return p, nil
-		})
-		if err == nil && stored == nil {
-			stored, dfp, resolved = p.events[0].json(p.seq(0)), rec.DecisionFingerprint, true
 		}
-		if errors.Is(err, pgx.ErrNoRows) {
-			err = fmt.Errorf("%w: %s", aais.ErrUnknownRequest, id)
-		}
-		if err != nil {
-			return aais.ResolutionRecord{}, false, wrap(err)
-		}
+		return p, nil
+	})
+	if err == nil && stored == nil {
+		stored, dfp, resolved = p.events[0].json(p.seq(0)), rec.DecisionFingerprint, true
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = fmt.Errorf("%w: %s", aais.ErrUnknownRequest, id)
+	}
+	if err != nil {
+		return aais.ResolutionRecord{}, false, wrap(err)
 	}
 	out, err := resolutionRecord(stored, dfp)
 	return out, resolved, err
