@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"path/filepath"
 	"runtime/pprof"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,7 +27,7 @@ import (
 
 func newBenchCommand() *cobra.Command {
 	cmd := &cobra.Command{Use: "bench", Short: "Measure Custos on this machine"}
-	var requests, concurrency int
+	var requests, concurrency, bodyBytes, rounds int
 	var rate float64
 	var cpuprofile string
 	gw := &cobra.Command{
@@ -35,22 +37,27 @@ func newBenchCommand() *cobra.Command {
 handler), then send the same bodies with --concurrency clients, first to a
 bare net/http handler that reads the body and answers a fixed JSON, then to a
 full gateway in this process (verify, validate, authorize, run, audit, sign,
-all durable). Prints throughput and p50/p99 latency of both and their ratio.
-With --rate, requests are sent at that fixed rate whatever the answers, and
-latency counts from when each request was due (no coordinated omission).`,
+all durable). Each body is padded to --body-bytes. The two runs alternate
+--rounds times (bare, gateway, bare, gateway, ...: both see the same machine
+load) and the medians are printed: throughput and p50/p99 latency of both,
+and their ratio. With --rate, requests are sent at that fixed rate whatever
+the answers, and latency counts from when each request was due (no
+coordinated omission).`,
 		Args: argsExactly(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if requests < 1 || concurrency < 1 {
-				return usageError{fmt.Errorf("--requests and --concurrency must be positive")}
+			if requests < 1 || concurrency < 1 || rounds < 1 || bodyBytes < 0 {
+				return usageError{fmt.Errorf("--requests, --concurrency and --rounds must be positive")}
 			}
 			if rate < 0 {
 				return usageError{fmt.Errorf("--rate must not be negative")}
 			}
 			return benchGateway(cmd.Context(), cmd.OutOrStdout(), benchOptions{requests: requests, concurrency: concurrency,
-				rate: rate, cpuprofile: cpuprofile})
+				rate: rate, cpuprofile: cpuprofile, bodyBytes: bodyBytes, rounds: rounds})
 		},
 	}
 	gw.Flags().IntVar(&requests, "requests", 5000, "requests per run")
+	gw.Flags().IntVar(&bodyBytes, "body-bytes", 1024, "pad each signed request to about this many bytes")
+	gw.Flags().IntVar(&rounds, "rounds", 3, "alternate the bare and the gateway runs this many times; medians are printed")
 	gw.Flags().IntVar(&concurrency, "concurrency", 16, "concurrent clients (closed loop: each sends its next request when answered)")
 	gw.Flags().Float64Var(&rate, "rate", 0, "send at this many requests per second instead (open loop: latency counts from each request's scheduled time)")
 	gw.Flags().StringVar(&cpuprofile, "cpuprofile", "", "write a CPU profile of the gateway run to this file")
@@ -71,8 +78,17 @@ func (r benchResult) rate() float64 { return float64(r.n) / r.elapsed.Seconds() 
 
 type benchOptions struct {
 	requests, concurrency int
+	bodyBytes, rounds     int
 	rate                  float64
 	cpuprofile            string
+}
+
+// medianRun returns the run with the median throughput, its latencies with
+// it.
+func medianRun(rs []benchResult) benchResult {
+	s := slices.Clone(rs)
+	slices.SortFunc(s, func(a, b benchResult) int { return cmp.Compare(a.rate(), b.rate()) })
+	return s[len(s)/2]
 }
 
 func benchGateway(ctx context.Context, out io.Writer, o benchOptions) error {
@@ -94,24 +110,32 @@ func benchGateway(ctx context.Context, out io.Writer, o benchOptions) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "signing %d requests...\n", requests)
-	bodies = make([][]byte, requests)
-	for i := range bodies {
+	fmt.Fprintf(out, "signing %d requests of about %d bytes...\n", requests, o.bodyBytes)
+	sign := func(i int, text string) ([]byte, error) {
 		e, err := arsia.NewRequest(agent, "agent:bench.gateway", []string{"bench.echo"}, "com.bench/echo",
-			map[string]any{"n": i, "text": "hello"}, arsia.BuildOptions{Now: time.Now(), TTL: time.Hour,
+			map[string]any{"n": i, "text": text}, arsia.BuildOptions{Now: time.Now(), TTL: time.Hour,
 				Compliance: map[string]any{"profile": "GDPR-STANDARD"}})
 		if err != nil {
-			return err
+			return nil, err
 		}
 		env, err := e.Map()
 		if err != nil {
-			return err
+			return nil, err
 		}
 		signed, err := sig.Sign(env, signer, kid)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		if bodies[i], err = json.Marshal(signed); err != nil {
+		return json.Marshal(signed)
+	}
+	probe, err := sign(0, "hello")
+	if err != nil {
+		return err
+	}
+	text := "hello" + strings.Repeat("x", max(0, o.bodyBytes-len(probe)))
+	bodies = make([][]byte, requests)
+	for i := range bodies {
+		if bodies[i], err = sign(i, text); err != nil {
 			return err
 		}
 	}
@@ -127,11 +151,8 @@ func benchGateway(ctx context.Context, out io.Writer, o benchOptions) error {
 		_, _ = io.WriteString(w, `{"ok":true}`)
 	})}
 	go func() { _ = bare.Serve(ln) }()
-	base, err := run("http://" + ln.Addr().String() + "/")
-	_ = bare.Close()
-	if err != nil {
-		return err
-	}
+	defer bare.Close()
+	bareURL := "http://" + ln.Addr().String() + "/"
 
 	cfg := config.Default()
 	cfg.Listen, cfg.Data, cfg.Agent = "127.0.0.1:0", filepath.Join(dir, "data"), "agent:bench.gateway"
@@ -156,7 +177,30 @@ func benchGateway(ctx context.Context, out io.Writer, o benchOptions) error {
 			return err
 		}
 	}
-	full, err := run(addr + "/v1/arsia/inbox")
+	// Every round sends the same signed bodies: from the second round on
+	// the gateway answers them as retries (the replay path), so each
+	// round signs fresh ones first.
+	var bases, fulls []benchResult
+	for r := range o.rounds {
+		if r > 0 {
+			for i := range bodies {
+				if bodies[i], err = sign(r*len(bodies)+i, text); err != nil {
+					break
+				}
+			}
+		}
+		var b, f benchResult
+		if err == nil {
+			b, err = run(bareURL)
+		}
+		if err == nil {
+			f, err = run(addr + "/v1/arsia/inbox")
+		}
+		if err != nil {
+			break
+		}
+		bases, fulls = append(bases, b), append(fulls, f)
+	}
 	if o.cpuprofile != "" {
 		pprof.StopCPUProfile()
 	}
@@ -166,16 +210,24 @@ func benchGateway(ctx context.Context, out io.Writer, o benchOptions) error {
 	if err != nil {
 		return err
 	}
+	base, full := medianRun(bases), medianRun(fulls)
+	var failed int64
+	ratios := make([]string, len(fulls))
+	for i := range fulls {
+		failed += fulls[i].failed
+		ratios[i] = fmt.Sprintf("%.3f", fulls[i].rate()/bases[i].rate())
+	}
 	if o.rate > 0 {
 		fmt.Fprintf(out, "%d requests at %.0f req/s (open loop), one process on this machine\n", requests, o.rate)
 	} else {
 		fmt.Fprintf(out, "%d requests, %d concurrent clients, one process on this machine\n", requests, concurrency)
 	}
+	fmt.Fprintf(out, "  %d rounds, bodies of %d bytes; medians; ratio per round %s\n", len(fulls), len(bodies[0]), strings.Join(ratios, " "))
 	fmt.Fprintf(out, "  bare net/http  %8.0f req/s  p50 %-10v p99 %v\n", base.rate(), base.p50, base.p99)
 	fmt.Fprintf(out, "  custos serve   %8.0f req/s  p50 %-10v p99 %v  (failed %d)\n", full.rate(), full.p50, full.p99, full.failed)
 	fmt.Fprintf(out, "  ratio          %.3fx the bare handler's throughput\n", full.rate()/base.rate())
-	if full.failed > 0 {
-		return fmt.Errorf("%d requests were not answered 200", full.failed)
+	if failed > 0 {
+		return fmt.Errorf("%d requests were not answered 200", failed)
 	}
 	return nil
 }
