@@ -2,6 +2,7 @@ package jcs
 
 import (
 	"encoding/binary"
+	"math/bits"
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -54,9 +55,13 @@ func (s *scanner) stringToken() (raw []byte, escaped bool, err *Error) {
 	start := s.pos
 	data := s.data
 	for i := start; i < len(data); {
-		// Eight plain bytes at a time: printable ASCII other than '"'
-		// and '\\' needs no further look.
-		for i+8 <= len(data) && plain8(binary.LittleEndian.Uint64(data[i:])) {
+		// Eight bytes at a time up to the first that needs a look: all
+		// but printable ASCII other than '"' and '\\'.
+		for i+8 <= len(data) {
+			if m := special8(binary.LittleEndian.Uint64(data[i:])); m != 0 {
+				i += bits.TrailingZeros64(m) >> 3
+				break
+			}
 			i += 8
 		}
 		if i >= len(data) {
@@ -110,18 +115,19 @@ const (
 	lanes80 = 0x8080808080808080
 )
 
-// plain8 reports whether all eight bytes of w (little-endian from the
-// input) are ASCII at or above 0x20 and none is '"' or '\\'. Each test is
-// the exact "some byte is zero" (or "below n") bit trick: it may mark lanes
-// above the first match wrongly, but it is non-zero exactly when a match
-// exists, and only that is used.
-func plain8(w uint64) bool {
+// special8 marks, with the top bit of its lane, the bytes of w (eight
+// input bytes, little-endian) that are not printable ASCII other than '"'
+// and '\\'. Each test is the "some byte is zero" (or "below n") bit trick:
+// a borrow may also mark lanes above a true match, but never one below, so
+// the result is zero exactly when no byte needs a look and otherwise its
+// lowest mark is the first byte that does.
+func special8(w uint64) uint64 {
 	below20 := (w - lanes01*0x20) & ^w
 	quote := w ^ (lanes01 * '"')
 	quote = (quote - lanes01) & ^quote
 	backslash := w ^ (lanes01 * '\\')
 	backslash = (backslash - lanes01) & ^backslash
-	return (below20|quote|backslash|w)&lanes80 == 0
+	return (below20 | quote | backslash | w) & lanes80
 }
 
 // unescape appends the decoded form of raw, a string body already checked by

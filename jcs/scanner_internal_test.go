@@ -2,6 +2,7 @@ package jcs
 
 import (
 	"encoding/binary"
+	"math/bits"
 	"math/rand/v2"
 	"testing"
 )
@@ -9,22 +10,31 @@ import (
 // plainByte is the definition plain8 implements for one byte.
 func plainByte(c byte) bool { return c >= 0x20 && c < 0x80 && c != '"' && c != '\\' }
 
-func plain8Reference(b []byte) bool {
-	for _, c := range b {
+// firstSpecial is the index of the first byte of b that is not plain, or
+// len(b).
+func firstSpecial(b []byte) int {
+	for i, c := range b {
 		if !plainByte(c) {
-			return false
+			return i
 		}
 	}
-	return true
+	return len(b)
 }
 
-// TestPlain8 checks the eight-byte string scan against its definition: every
-// byte value in every lane of plain words, pairs of lanes, and random words.
-func TestPlain8(t *testing.T) {
+// TestSpecial8 checks the eight-byte string scan against its definition
+// (zero exactly when every byte is plain, and otherwise the lowest mark on
+// the first byte that is not): every byte value in every lane of plain
+// words, with a second byte in every other lane, and random words.
+func TestSpecial8(t *testing.T) {
 	check := func(b []byte) {
 		t.Helper()
-		if got, want := plain8(binary.LittleEndian.Uint64(b)), plain8Reference(b); got != want {
-			t.Fatalf("plain8(%q) = %v, want %v", b, got, want)
+		m := special8(binary.LittleEndian.Uint64(b))
+		got := 8
+		if m != 0 {
+			got = bits.TrailingZeros64(m) >> 3
+		}
+		if want := firstSpecial(b); got != want {
+			t.Fatalf("special8(%q) = %#x: first special byte %d, want %d", b, m, got, want)
 		}
 	}
 	for lane := 0; lane < 8; lane++ {
