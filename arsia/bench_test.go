@@ -253,35 +253,30 @@ func BenchmarkReceive(b *testing.B) {
 				}
 			}
 		})
-		// The stages of receive apart, for the arithmetic of where its
-		// time goes: DecodeAndVerify alone (decode, signing input, key
-		// checks and Ed25519; less bare is the decode) and
-		// L1+L2+compliance alone.
+		bare := func(b *testing.B) func() {
+			return func() {
+				if !ed25519.Verify(pub, signingInput, rawSig) {
+					b.Fatal("bare verify failed")
+				}
+			}
+		}
+		// The stages of receive apart, each paired with bare, for the
+		// arithmetic of where its time goes: DecodeAndVerify (decode,
+		// signing input, key checks and Ed25519: less bare, the decode)
+		// and L1+L2+compliance.
 		b.Run(name+"/stage-decode-verify", func(b *testing.B) {
-			b.SetBytes(int64(len(wire)))
-			for b.Loop() {
+			pairedRatio(b, bare(b), func() {
 				if _, err := sig.DecodeAndVerify(ctx, wire, keys, verifyOpts); err != nil {
 					b.Fatal(err)
 				}
-			}
+			}, "decode-verify")
 		})
 		b.Run(name+"/stage-validate", func(b *testing.B) {
-			b.SetBytes(int64(len(wire)))
-			for b.Loop() {
+			pairedRatio(b, bare(b), func() {
 				if issues := arsia.ErrorIssues(arsia.Validate(env, arsia.ValidateOptions{})); len(issues) > 0 {
 					b.Fatal(issues)
 				}
-			}
-		})
-		// tree-floor builds the decoded envelope's maps, slices and
-		// interface values from a flattened plan of it, with no parsing
-		// and no checks: about the least any decoder whose result is the
-		// generic map[string]any tree, as receive's is, can spend.
-		plan := planOf(env)
-		b.Run(name+"/tree-floor", func(b *testing.B) {
-			for b.Loop() {
-				treeSink = plan.build()
-			}
+			}, "validate")
 		})
 		// ratio runs bare and receive alternately, one of each per
 		// iteration, and reports the median bare time over the median
@@ -289,24 +284,21 @@ func BenchmarkReceive(b *testing.B) {
 		// separate sub-benchmarks seconds apart do not, and the medians
 		// ignore the iterations a busy neighbour preempted.
 		b.Run(name+"/ratio", func(b *testing.B) {
-			pairedRatio(b, func() {
-				if !ed25519.Verify(pub, signingInput, rawSig) {
-					b.Fatal("bare verify failed")
-				}
-			}, func() {
+			pairedRatio(b, bare(b), func() {
 				if err := receive(ctx, wire, keys); err != nil {
 					b.Fatal(err)
 				}
 			}, "receive")
 		})
-		// The same pairing for the tree floor: bare/tree-floor bounds
-		// what bare/receive can reach, since receive builds that tree.
+		// The same pairing for the tree floor: building the decoded
+		// envelope's maps, slices and interface values from a flattened
+		// plan of it, with no parsing and no checks, about the least any
+		// decoder whose result is the generic map[string]any tree can
+		// spend. receive builds that tree, so bare/tree-floor bounds
+		// bare/receive: 1/(1 + tree-floor/bare) at best.
+		plan := planOf(env)
 		b.Run(name+"/floor-ratio", func(b *testing.B) {
-			pairedRatio(b, func() {
-				if !ed25519.Verify(pub, signingInput, rawSig) {
-					b.Fatal("bare verify failed")
-				}
-			}, func() { treeSink = plan.build() }, "tree-floor")
+			pairedRatio(b, bare(b), func() { treeSink = plan.build() }, "tree-floor")
 		})
 		b.Run(name+"/receive-in-steps", func(b *testing.B) {
 			b.SetBytes(int64(len(wire)))
