@@ -100,12 +100,6 @@ var ErrAppend = errors.New("audit: record not written")
 //
 // rec's Seq, Prev, Hash and Redacted must be zero.
 func (l *Log) Append(ctx context.Context, rec Record) (Record, error) {
-	if rec.Seq != 0 || rec.Prev != "" || rec.Hash != "" || rec.Redacted {
-		return Record{}, fmt.Errorf("%w: %w: seq, prev, hash and redacted are assigned by the log", ErrAppend, ErrRecord)
-	}
-	if rec.Kind == "" {
-		return Record{}, fmt.Errorf("%w: %w: kind is missing", ErrAppend, ErrRecord)
-	}
 	if err := ctx.Err(); err != nil {
 		return Record{}, fmt.Errorf("%w: %w", ErrAppend, err)
 	}
@@ -115,11 +109,45 @@ func (l *Log) Append(ctx context.Context, rec Record) (Record, error) {
 	// appends; under the lock only the link to the previous record and the
 	// hash are computed (see prepared.seal). A malformed record never
 	// takes the lock.
+	p, err := l.Prepare(rec)
+	if err != nil {
+		return Record{}, err
+	}
+	return l.AppendPrepared(ctx, p)
+}
+
+// Prepared is a record Prepare checked and encoded: the part of an append
+// that does not depend on the previous record, done ahead of time (before
+// a unit of work, whose function runs on the store's writer).
+type Prepared struct{ p *prepared }
+
+// Prepare does what Append does before it takes the backend's lock: the
+// time and retention, the checks, the canonical form. Its errors are
+// Append's. The result may be appended once or, when a unit of work is
+// retried, again: each AppendPrepared links it to the chain as it is then.
+func (l *Log) Prepare(rec Record) (Prepared, error) {
+	if rec.Seq != 0 || rec.Prev != "" || rec.Hash != "" || rec.Redacted {
+		return Prepared{}, fmt.Errorf("%w: %w: seq, prev, hash and redacted are assigned by the log", ErrAppend, ErrRecord)
+	}
+	if rec.Kind == "" {
+		return Prepared{}, fmt.Errorf("%w: %w: kind is missing", ErrAppend, ErrRecord)
+	}
 	p, err := l.prepare(rec, true)
 	if err != nil {
+		return Prepared{}, fmt.Errorf("%w: %w", ErrAppend, err)
+	}
+	return Prepared{p}, nil
+}
+
+// AppendPrepared appends a record Prepare returned, as Append does.
+func (l *Log) AppendPrepared(ctx context.Context, p Prepared) (Record, error) {
+	if p.p == nil {
+		return Record{}, fmt.Errorf("%w: %w: not prepared", ErrAppend, ErrRecord)
+	}
+	if err := ctx.Err(); err != nil {
 		return Record{}, fmt.Errorf("%w: %w", ErrAppend, err)
 	}
-	out, err := l.appendPrepared(ctx, p)
+	out, err := l.appendPrepared(ctx, p.p)
 	if err != nil {
 		return Record{}, fmt.Errorf("%w: %w", ErrAppend, err)
 	}

@@ -276,3 +276,35 @@ func TestFromARSIA(t *testing.T) {
 		t.Fatal("FromARSIA(nil) succeeded")
 	}
 }
+
+// A prepared record is checked up front, appended like any other, and may
+// be appended again (a retried unit of work): each time it links to the
+// chain as it is then.
+func TestPrepared(t *testing.T) {
+	ctx := context.Background()
+	l := audit.New(audit.NewMemory(), nil)
+	if _, err := l.Prepare(audit.Record{}); !errors.Is(err, audit.ErrAppend) || !errors.Is(err, audit.ErrRecord) {
+		t.Fatalf("Prepare without a kind: %v", err)
+	}
+	if _, err := l.AppendPrepared(ctx, audit.Prepared{}); !errors.Is(err, audit.ErrAppend) {
+		t.Fatalf("AppendPrepared of nothing: %v", err)
+	}
+	p, err := l.Prepare(audit.Record{Kind: audit.KindReceived, MessageID: "m1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := l.AppendPrepared(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := l.AppendPrepared(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Seq != 1 || b.Seq != 2 || b.Prev != a.Hash || a.Hash == b.Hash {
+		t.Fatalf("records %d %s, %d prev %s", a.Seq, a.Hash, b.Seq, b.Prev)
+	}
+	if rep, err := l.Verify(ctx); err != nil || !rep.OK() || rep.Records != 2 {
+		t.Fatalf("Verify: %+v, %v", rep, err)
+	}
+}

@@ -529,6 +529,12 @@ func (g *Gateway) receive(ctx context.Context, in Inbound, who *requestInfo) Rep
 			return g.internal(ctx, from, msgID, now, err)
 		}
 	}
+	// The reception record is checked and encoded before the unit: what
+	// runs inside it is the writes alone.
+	prepared, err := g.o.Audit.Prepare(accepted)
+	if err != nil {
+		return g.internal(ctx, from, msgID, now, err)
+	}
 	// One step: the exchange, the record of its reception and, when it
 	// waits for a human, its approval request and pending state commit
 	// together (Options.Units), or none does.
@@ -544,7 +550,7 @@ func (g *Gateway) receive(ctx context.Context, in Inbound, who *requestInfo) Rep
 		if err != nil || !created {
 			return err
 		}
-		if _, auditErr = g.o.Audit.Append(ctx, accepted); auditErr != nil {
+		if _, auditErr = g.o.Audit.AppendPrepared(ctx, prepared); auditErr != nil {
 			return auditErr
 		}
 		if approval != nil {

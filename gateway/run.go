@@ -139,14 +139,16 @@ func (g *Gateway) execute(ctx context.Context, x exchange.Exchange, h handler.Ha
 	}
 	// One step: the execution record and the reply commit together
 	// (Options.Units).
-	var auditErr error
-	err = g.o.Units.Unit(ctx, func(ctx context.Context) error {
-		if _, auditErr = g.o.Audit.Append(ctx, rec); auditErr != nil {
-			return auditErr
-		}
-		_, _, err := g.o.Exchanges.Apply(ctx, x.ID, exchange.Executing, final, change)
-		return err
-	})
+	prepared, auditErr := g.o.Audit.Prepare(rec)
+	if auditErr == nil {
+		err = g.o.Units.Unit(ctx, func(ctx context.Context) error {
+			if _, auditErr = g.o.Audit.AppendPrepared(ctx, prepared); auditErr != nil {
+				return auditErr
+			}
+			_, _, err := g.o.Exchanges.Apply(ctx, x.ID, exchange.Executing, final, change)
+			return err
+		})
+	}
 	if auditErr != nil {
 		// The action ran; its record failed. Fail closed: the sender is
 		// told the result is unknown, never that it succeeded unrecorded.
