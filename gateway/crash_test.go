@@ -612,3 +612,58 @@ func TestUnitReceptionAllOrNothing(t *testing.T) {
 		})
 	}
 }
+
+// barrierGet holds Get until two callers have read the exchange: both
+// then act on the same state.
+type barrierGet struct {
+	exchange.Backend
+	on      atomic.Bool
+	arrived atomic.Int32
+	both    chan struct{}
+}
+
+func (b *barrierGet) Get(ctx context.Context, id string) (exchange.Exchange, error) {
+	x, err := b.Backend.Get(ctx, id)
+	if !b.on.Load() {
+		return x, err
+	}
+	if b.arrived.Add(1) == 2 {
+		close(b.both)
+	}
+	select {
+	case <-b.both:
+	case <-time.After(time.Second):
+	}
+	return x, err
+}
+
+// On one state file, two processes that learn of one denial at once
+// record it once: the one that loses the compare-and-set undoes its
+// record with it (apart, each replica records it, marked as a repeat).
+func TestReplicasRecordADenialOnce(t *testing.T) {
+	bar := &barrierGet{both: make(chan struct{})}
+	r := newPipeRig(t, withState(t), func(o *Options, _ *pipeRig) { bar.Backend = o.Exchanges; o.Exchanges = bar })
+	rep, id := r.pending(t, req{})
+	r.decide(t, rep.ExchangeID, aais.Deny, "")
+	bar.on.Store(true)
+	other, err := New(r.g.o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, 2)
+	for _, g := range []*Gateway{r.g, other} {
+		go func() { errs <- g.resumeOne(t.Context(), rep.ExchangeID) }()
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitState(t, r, id, exchange.Failed)
+	if n := len(r.recordsOf(t, audit.KindApproval, id)); n != 1 {
+		t.Fatalf("%d denial records, want 1", n)
+	}
+	if r.echo.n.Load() != 0 {
+		t.Fatal("a denied call ran")
+	}
+}

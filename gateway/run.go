@@ -309,38 +309,40 @@ func (g *Gateway) resumeOne(ctx context.Context, id string) error {
 	receipt := st.Resolution.Event
 	if x.State == exchange.PendingApproval {
 		if receipt.Resolution.Outcome != aais.OutcomeApproved {
-			if err := g.auditEdits(xctx, call, ref.Profile, edits); err != nil {
-				return err
-			}
-			g.refuse(xctx, x, call, ref.Profile, receipt)
+			g.refuse(xctx, x, call, ref.Profile, receipt, edits)
 			return nil
 		}
 		decision, err := g.editedDecisionEnvelope(xctx, x, receipt, edits)
 		if err != nil {
 			return err
 		}
-		// The exchange moves first: of the replicas that learn of the
-		// approval at once, the one whose compare-and-set wins records
-		// it, below, and the others do nothing.
-		if _, ok, err := g.o.Exchanges.Apply(xctx, x.ID, exchange.PendingApproval, exchange.Approved,
-			exchange.Change{Decision: decision, Deliveries: g.deliveries(x.Sender, decision)}); err != nil {
+		// One step: the exchange moves to approved and the approval is
+		// recorded, in one unit of work. The exchange moves first: of the
+		// replicas that learn of the approval at once, the one whose
+		// compare-and-set wins records it, and the others do nothing (on
+		// one state file, what they would have written is undone).
+		moved := false
+		err = g.o.Units.Unit(xctx, func(ctx context.Context) error {
+			_, ok, err := g.o.Exchanges.Apply(ctx, x.ID, exchange.PendingApproval, exchange.Approved,
+				exchange.Change{Decision: decision, Deliveries: g.deliveries(x.Sender, decision)})
+			if moved = ok; err != nil || !ok {
+				return err
+			}
+			return g.recordApproval(ctx, call, ref.Profile, req.ID, receipt, edits)
+		})
+		if err != nil || !moved {
 			return err
-		} else if !ok {
-			return nil // another process got there first
 		}
-	}
-	// Recorded before the call is claimed, by whoever claims it: the
-	// process that approved it, or the one that resumes it after that one
-	// stopped in between. If the write fails, the exchange stays approved
-	// and a later round tries again: nothing runs with its approval
-	// unrecorded. A repeat (a crash between this write and the claim)
-	// carries the same approval and resolution ids, and custos audit
-	// verify counts it as such.
-	if err := g.auditEdits(xctx, call, ref.Profile, edits); err != nil {
-		return err
-	}
-	if err := g.auditApproval(xctx, call, ref.Profile, req.ID, receipt); err != nil {
-		return err
+	} else {
+		// Approved by a process that stopped before it claimed the call:
+		// the approval is recorded again, just before the claim. If the
+		// write fails, the exchange stays approved and a later round tries
+		// again: nothing runs with its approval unrecorded. The repeat
+		// carries the same approval and resolution ids, and custos audit
+		// verify counts it as such.
+		if err := g.recordApproval(xctx, call, ref.Profile, req.ID, receipt, edits); err != nil {
+			return err
+		}
 	}
 	h, ok := g.o.Handlers[call.Capability]
 	if !ok {
@@ -362,8 +364,21 @@ func (g *Gateway) resumeOne(ctx context.Context, id string) error {
 	return nil
 }
 
+// errMovedMeanwhile undoes a unit of work whose exchange another process
+// moved first.
+var errMovedMeanwhile = errors.New("gateway: the exchange was moved meanwhile")
+
+// recordApproval records the edits of an approval (supersede.go) and its
+// resolution.
+func (g *Gateway) recordApproval(ctx context.Context, call handler.Call, profile, requestID string, receipt *aais.Message, edits []edit) error {
+	if err := g.auditEdits(ctx, call, profile, edits); err != nil {
+		return err
+	}
+	return g.auditApproval(ctx, call, profile, requestID, receipt)
+}
+
 // refuse answers an exchange whose approval was not granted.
-func (g *Gateway) refuse(ctx context.Context, x exchange.Exchange, call handler.Call, profile string, receipt *aais.Message) {
+func (g *Gateway) refuse(ctx context.Context, x exchange.Exchange, call handler.Call, profile string, receipt *aais.Message, edits []edit) {
 	now := g.o.Now()
 	res := receipt.Resolution
 	code := asc.PermissionDenied
@@ -383,18 +398,31 @@ func (g *Gateway) refuse(ctx context.Context, x exchange.Exchange, call handler.
 		g.log(ctx).ErrorContext(ctx, "signing a refusal", "exchange", x.ID, "err", err)
 		return
 	}
-	if err := g.auditApproval(ctx, call, profile, res.RequestID, receipt); err != nil {
-		g.log(ctx).ErrorContext(ctx, "audit", "exchange", x.ID, "err", err)
-		return
-	}
 	decision, err := g.decisionEnvelope(ctx, x, receipt)
 	if err != nil {
 		g.log(ctx).ErrorContext(ctx, "signing a decision", "exchange", x.ID, "err", err)
 		return
 	}
-	if _, _, err := g.o.Exchanges.Apply(ctx, x.ID, exchange.PendingApproval, exchange.Failed, exchange.Change{
-		Reply: reply, ReplyStatus: e.HTTPStatus(), Decision: decision,
-		Deliveries: append(g.deliveries(x.Sender, decision), g.deliveries(x.Sender, reply)...)}); err != nil {
+	// One step: the refusal is recorded and the exchange ends, in one
+	// unit of work. Recorded first, so that no exchange ends refused with
+	// its refusal unrecorded where the two are written apart; on one
+	// state file, a process that lost the compare-and-set to another
+	// undoes its record.
+	err = g.o.Units.Unit(ctx, func(ctx context.Context) error {
+		if err := g.recordApproval(ctx, call, profile, res.RequestID, receipt, edits); err != nil {
+			return err
+		}
+		_, ok, err := g.o.Exchanges.Apply(ctx, x.ID, exchange.PendingApproval, exchange.Failed, exchange.Change{
+			Reply: reply, ReplyStatus: e.HTTPStatus(), Decision: decision,
+			Deliveries: append(g.deliveries(x.Sender, decision), g.deliveries(x.Sender, reply)...)})
+		if err == nil && !ok {
+			if _, separate := g.o.Units.(separate); !separate {
+				return errMovedMeanwhile
+			}
+		}
+		return err
+	})
+	if err != nil && !errors.Is(err, errMovedMeanwhile) {
 		g.log(ctx).ErrorContext(ctx, "recording a refusal", "exchange", x.ID, "err", err)
 	}
 }
