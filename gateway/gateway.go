@@ -120,12 +120,20 @@ type Options struct {
 // once (a retried transaction): it only reads and writes the stores.
 type UnitOfWork interface {
 	Unit(ctx context.Context, fn func(ctx context.Context) error) error
+	// Atomic reports whether Unit commits the writes together; false
+	// means each write commits on its own, as without a unit.
+	Atomic() bool
 }
 
 // separate is the UnitOfWork of stores that share no transaction.
 type separate struct{}
 
 func (separate) Unit(ctx context.Context, fn func(context.Context) error) error { return fn(ctx) }
+
+func (separate) Atomic() bool { return false }
+
+// atomic reports whether a unit of work commits its writes together.
+func (g *Gateway) atomic() bool { return g.o.Units.Atomic() }
 
 // Gateway runs the pipeline. It is safe for concurrent use.
 type Gateway struct {
@@ -558,8 +566,17 @@ func (g *Gateway) receive(ctx context.Context, in Inbound, who *requestInfo) Rep
 			// whose submission fails stays received, for its retry or
 			// reconcile.
 			sw, submitErr = g.submit(ctx, x, approval, pending, true)
-			if _, separate := g.o.Units.(separate); separate {
+			if !g.atomic() {
 				return nil
+			}
+			if submitErr == nil && sw.ruled {
+				// A remembered rule approved it: recorded in the same
+				// step, before it runs (apart, advanced records it, and
+				// ends the exchange if it cannot).
+				if auditErr = g.auditApproval(ctx, call, rec.Profile, approval.ID, sw.sub.Receipt); auditErr != nil {
+					return auditErr
+				}
+				sw.recorded = true
 			}
 			return submitErr
 		}

@@ -131,8 +131,9 @@ func (g *Gateway) pendingReply(ctx context.Context, x exchange.Exchange, req *aa
 type submitted struct {
 	sub aais.Submission
 	// ruled: a remembered rule approved the request in the same write;
-	// the exchange stays received, for the caller to run.
-	ruled bool
+	// the exchange stays received, for the caller to run. recorded: the
+	// approval's audit record was written in the same step.
+	ruled, recorded bool
 	// moved is the exchange after the compare-and-set, ok whether this
 	// call made it.
 	moved exchange.Exchange
@@ -168,8 +169,13 @@ func (g *Gateway) advanced(ctx context.Context, x exchange.Exchange, req *aais.R
 		return g.internal(ctx, x.Sender, x.MessageID, now, err)
 	}
 	if sw.ruled {
-		// A remembered rule approved it in the same write: record that,
-		// then run it as received (the sender waits for the answer).
+		// A remembered rule approved it in the same write: record that
+		// (unless done in the same step), then run it as received (the
+		// sender waits for the answer).
+		if sw.recorded {
+			return g.execute(ctx, x, in.h, in.call, in.digest, exchange.Received,
+				execMeta{Oversight: "required_before_execution", Profile: in.profile, ApprovalID: req.ID, Effective: in.effective})
+		}
 		if err := g.auditApproval(ctx, in.call, in.profile, req.ID, sw.sub.Receipt); err != nil {
 			rep := g.internal(ctx, x.Sender, x.MessageID, now, err)
 			g.abandon(ctx, x, rep)

@@ -415,10 +415,8 @@ func (g *Gateway) refuse(ctx context.Context, x exchange.Exchange, call handler.
 		_, ok, err := g.o.Exchanges.Apply(ctx, x.ID, exchange.PendingApproval, exchange.Failed, exchange.Change{
 			Reply: reply, ReplyStatus: e.HTTPStatus(), Decision: decision,
 			Deliveries: append(g.deliveries(x.Sender, decision), g.deliveries(x.Sender, reply)...)})
-		if err == nil && !ok {
-			if _, separate := g.o.Units.(separate); !separate {
-				return errMovedMeanwhile
-			}
+		if err == nil && !ok && g.atomic() {
+			return errMovedMeanwhile
 		}
 		return err
 	})

@@ -57,15 +57,20 @@ type State struct {
 }
 
 // Unit runs fn so that every write of the state it makes with its
-// context commits in one transaction, or none does (on a single SQLite
-// file; see sqlitedb.DB.Unit). On other backends fn runs as it is, each
-// write on its own.
+// context commits in one transaction, or none does (when Atomic: every
+// store on one SQLite file; see sqlitedb.DB.Unit). Otherwise fn runs as
+// it is, each write on its own.
 func (s *State) Unit(ctx context.Context, fn func(ctx context.Context) error) error {
 	if s.units == nil {
 		return fn(ctx)
 	}
 	return s.units.Unit(ctx, fn)
 }
+
+// Atomic reports whether Unit commits the writes of every store together:
+// true on a SQLite state file, false on PostgreSQL and when the approvals
+// are kept in memory or in a JSON file.
+func (s *State) Atomic() bool { return s.units != nil }
 
 // Close closes everything Open opened, in reverse order.
 func (s *State) Close() error {
@@ -150,7 +155,8 @@ func Open(ctx context.Context, l Location, o *StateOptions) (_ *State, err error
 		if err := s.openSQLite(ctx, filepath.Join(o.DataDir, StateFile), xo, o.Audit.Kind == ""); err != nil {
 			return nil, err
 		}
-		s.Approvals = ap
+		// The approvals are elsewhere: no unit spans them.
+		s.Approvals, s.units = ap, nil
 	default:
 		return nil, fmt.Errorf("%w: kind %q", ErrUnsupported, l.Kind)
 	}
@@ -161,6 +167,8 @@ func Open(ctx context.Context, l Location, o *StateOptions) (_ *State, err error
 		}
 		s.Audit = b
 		s.closers = append(s.closers, b)
+		// The audit log is elsewhere: no unit spans it.
+		s.units = nil
 	}
 	return s, nil
 }

@@ -118,3 +118,29 @@ func TestStateUnit(t *testing.T) {
 		t.Errorf("events: %+v, %v", page, err)
 	}
 }
+
+// A unit spans the stores only when all of them are on the state file.
+func TestStateAtomic(t *testing.T) {
+	dir := t.TempDir()
+	cases := []struct {
+		name string
+		loc  store.Location
+		o    *store.StateOptions
+		want bool
+	}{
+		{"state file", store.Location{Kind: store.KindSQLite, Path: filepath.Join(dir, "a", store.StateFile)}, nil, true},
+		{"approvals in memory", store.Location{Kind: store.KindMemory}, &store.StateOptions{DataDir: filepath.Join(dir, "b")}, false},
+		{"audit log elsewhere", store.Location{Kind: store.KindSQLite, Path: filepath.Join(dir, "c", store.StateFile)},
+			&store.StateOptions{Audit: store.Location{Kind: store.KindSQLite, Path: filepath.Join(dir, "c", "audit.db")}}, false},
+	}
+	for _, c := range cases {
+		s, err := store.Open(t.Context(), c.loc, c.o)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if s.Atomic() != c.want {
+			t.Errorf("%s: Atomic %v, want %v", c.name, s.Atomic(), c.want)
+		}
+		_ = s.Close()
+	}
+}
