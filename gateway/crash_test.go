@@ -667,3 +667,25 @@ func TestReplicasRecordADenialOnce(t *testing.T) {
 		t.Fatal("a denied call ran")
 	}
 }
+
+// On one state file a call that needs no approval makes two durable
+// commits: one before the handler runs (the exchange, claimed, with its
+// reception record), one after (the execution record with the reply).
+func TestPassThroughCommitsTwice(t *testing.T) {
+	var st *store.State
+	r := newPipeRig(t, withState(t), func(o *Options, _ *pipeRig) { st = o.Units.(*store.State) })
+	const n = 5
+	before, _ := st.Commits()
+	for range n {
+		if rep, _ := r.send(t, req{}, ""); rep.Status != 200 {
+			t.Fatalf("status %d %s", rep.Status, rep.Envelope)
+		}
+	}
+	after, _ := st.Commits()
+	if got := after - before; got != 2*n {
+		t.Fatalf("%d commits for %d calls, want %d", got, n, 2*n)
+	}
+	if r.echo.n.Load() != n {
+		t.Fatalf("ran %d", r.echo.n.Load())
+	}
+}

@@ -53,6 +53,8 @@ type State struct {
 	units interface {
 		Unit(context.Context, func(context.Context) error) error
 	}
+	// db is the state file's, nil on PostgreSQL.
+	db      *sqlitedb.DB
 	closers []io.Closer
 }
 
@@ -65,6 +67,17 @@ func (s *State) Unit(ctx context.Context, fn func(ctx context.Context) error) er
 		return fn(ctx)
 	}
 	return s.units.Unit(ctx, fn)
+}
+
+// Commits returns how many write transactions the state file committed
+// since Open and how many writes they carried (0, 0 on PostgreSQL): their
+// ratio is the mean group-commit batch.
+func (s *State) Commits() (commits, writes uint64) {
+	if s.db == nil {
+		return 0, 0
+	}
+	st := s.db.Stats()
+	return st.Commits, st.Writes
 }
 
 // Atomic reports whether Unit commits the writes of every store together:
@@ -181,7 +194,7 @@ func (s *State) openSQLite(ctx context.Context, path string, xo *sqliteexchange.
 		return fmt.Errorf("store: %w", err)
 	}
 	s.closers = append(s.closers, db)
-	s.units = db
+	s.units, s.db = db, db
 	if s.Approvals, err = sqlitestore.New(ctx, db); err != nil {
 		return err
 	}

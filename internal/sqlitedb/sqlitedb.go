@@ -76,6 +76,22 @@ type DB struct {
 	stmts sync.Map
 	// commits wakes followers after each commit (see Changed).
 	commits commits
+	// stats counts committed transactions and the writes they carried.
+	stats struct{ commits, writes atomic.Uint64 }
+}
+
+// Stats are a DB's counters since Open.
+type Stats struct {
+	// Commits is how many write transactions committed (each one fsync).
+	Commits uint64
+	// Writes is how many writes they carried (Write calls, units of work
+	// counting once): Writes/Commits is the mean group-commit batch.
+	Writes uint64
+}
+
+// Stats returns the DB's counters.
+func (s *DB) Stats() Stats {
+	return Stats{Commits: s.stats.commits.Load(), Writes: s.stats.writes.Load()}
 }
 
 // Open opens the database file at path, creating it (mode 0600) and its
@@ -369,6 +385,8 @@ func (s *DB) runBatch(batch []*writeOp) {
 		failed, err := s.runOnce(live)
 		if failed < 0 {
 			if err == nil {
+				s.stats.commits.Add(1)
+				s.stats.writes.Add(uint64(len(live)))
 				s.committed()
 			}
 			for _, op := range live {

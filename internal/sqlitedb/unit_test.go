@@ -174,3 +174,22 @@ func TestMigrateTables(t *testing.T) {
 		t.Fatal("a table name with SQL in it was accepted")
 	}
 }
+
+// A unit is one write and one commit, however many writes it joins.
+func TestStatsCountAUnitOnce(t *testing.T) {
+	ctx := t.Context()
+	d := open(t, filepath.Join(t.TempDir(), "s.db"), nil)
+	before := d.Stats()
+	if err := d.Unit(ctx, func(ctx context.Context) error {
+		if err := put(ctx, d, "a", 1); err != nil {
+			return err
+		}
+		return put(ctx, d, "b", 2)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	after := d.Stats()
+	if after.Commits-before.Commits != 1 || after.Writes-before.Writes != 1 {
+		t.Fatalf("stats %+v -> %+v", before, after)
+	}
+}
