@@ -40,46 +40,51 @@ import (
 // limits and its JSON, at most size bytes long, parses back as exactly
 // that copy; nil otherwise.
 func (o *Options) fastCopy(m *Message, size int) *Message {
-	if !fastPathEnabled() {
+	if !o.fastCheck(m, size) {
 		return nil
+	}
+	return m.clone()
+}
+
+// fastCheck reports whether fastCopy would return a copy of m.
+func (o *Options) fastCheck(m *Message, size int) bool {
+	if !fastPathEnabled() {
+		return false
 	}
 	lim := o.jcs()
 	if size >= lim.MaxSize {
-		return nil
+		return false
 	}
 	// The envelope object is depth 1 and its payload depth 2; one level of
 	// slack keeps the accounting conservative.
 	c := copyLimits{maxDepth: lim.MaxDepth - 1, jcs: lim}
 	if !c.envelope(m) {
-		return nil
+		return false
 	}
 	var is issues
 	switch m.Type {
 	case TypeRequested:
 		if m.Request == nil || m.Decision != nil || m.Resolution != nil || m.Snapshot != nil || m.Activity != nil ||
 			!c.request(m.Request) {
-			return nil
+			return false
 		}
 		checkRequest(&is, "/request", m.Request)
 	case TypeDecided:
 		if m.Decision == nil || m.Request != nil || m.Resolution != nil || m.Snapshot != nil || m.Activity != nil ||
 			!c.decision(m.Decision) {
-			return nil
+			return false
 		}
 		checkDecision(&is, "/decision", m.Decision)
 	case TypeResolved:
 		if m.Resolution == nil || m.Request != nil || m.Decision != nil || m.Snapshot != nil || m.Activity != nil ||
 			!c.resolution(m.Resolution) {
-			return nil
+			return false
 		}
 		checkResolution(&is, "/resolution", m.Resolution)
 	default:
-		return nil
+		return false
 	}
-	if len(is.list) > 0 {
-		return nil
-	}
-	return m.clone()
+	return len(is.list) == 0
 }
 
 // sizeBound returns a number of bytes Marshal's output for m cannot

@@ -130,8 +130,25 @@ func Marshal(m *Message) ([]byte, error) {
 
 // Marshal is the package-level Marshal under o's limits.
 func (o *Options) Marshal(m *Message) ([]byte, error) {
-	b, _, err := o.MarshalCopy(m)
-	return b, err
+	if m == nil {
+		return nil, fmt.Errorf("%w: nil message", ErrInvalid)
+	}
+	w, err := m.toWire()
+	if err != nil {
+		return nil, err
+	}
+	b, err := appendWireMessage(make([]byte, 0, 2048), w)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	// What the copy path accepts, Parse accepts (see copypath.go).
+	if o.fastCheck(m, len(b)) {
+		return b, nil
+	}
+	if _, err := o.Parse(b); err != nil {
+		return nil, err
+	}
+	return b, nil
 }
 
 // MarshalCopy is Marshal that also returns the message read back from the
