@@ -55,7 +55,7 @@ func TestSpecial8(t *testing.T) {
 	}
 	rng := rand.New(rand.NewPCG(3, 4))
 	b := make([]byte, 8)
-	for i := 0; i < 1_000_000; i++ {
+	for i := 0; i < 300_000; i++ {
 		for j := range b {
 			if rng.IntN(4) == 0 {
 				b[j] = byte(rng.IntN(256))
