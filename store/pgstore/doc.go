@@ -133,11 +133,15 @@
 // connection was lost or terminated before COMMIT was sent (the server has
 // rolled it back), is retried whole, with jittered exponential backoff, up
 // to Options.MaxAttempts times. The context is checked before every
-// attempt and after the transaction's statements: a context done before
-// COMMIT writes nothing. COMMIT is not cancelled by the context; if the
-// connection fails while COMMIT is in flight the outcome is unknown, the
-// write is not retried, and the error says so. Reads are retried on the
-// same transient failures.
+// attempt and after the transaction's preparing statements: a context
+// done before the appending statement writes nothing. That statement and
+// COMMIT are sent together and are not cancelled by the context. When the
+// server answers the statement with an error (a terminated backend
+// included: the server skipped the COMMIT behind it), nothing was
+// written and the transient cases are retried; if the connection fails
+// without an answer once they are sent, the outcome is unknown, the write
+// is not retried, and the error says so (pgutil.ErrCommitUnknown). Reads
+// are retried on the same transient failures.
 //
 // A backend killed mid-write (pg_terminate_backend, a crashed replica, a
 // dropped connection) leaves nothing: its transaction is rolled back and

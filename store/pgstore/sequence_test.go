@@ -179,3 +179,52 @@ func TestConformanceNoBatch(t *testing.T) {
 		Reopen: reopen,
 	})
 }
+
+// A writer killed while its last statement waits for the sequence row
+// (COMMIT already sent behind it, in the same pipeline) is known not to
+// have committed: the server answered the statement with an error. It is
+// retried on a new connection, and appends once the row is free.
+func TestKilledWhileAppending(t *testing.T) {
+	ctx := t.Context()
+	schema := pgtest.Schema(t)
+	s := open(t, schema)
+	clock := aaistest.NewClock(aaistest.Start)
+	holder := rawConn(t, schema)
+	tx, err := holder.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var latest int64
+	if err := tx.QueryRow(ctx, "SELECT latest_sequence FROM meta FOR UPDATE").Scan(&latest); err != nil || latest != 0 {
+		t.Fatalf("lock meta: %d, %v", latest, err)
+	}
+	r := aaistest.Request(t, clock.Now(), "k1")
+	type result struct {
+		created bool
+		seq     uint64
+		err     error
+	}
+	done := make(chan result, 1)
+	go func() {
+		out, created, err := s.CreateRequestIfAbsent(ctx, requestRecord(t, r, clock.Now(), "fp"))
+		done <- result{created, out.Event.Sequence, err}
+	}()
+	admin := rawConn(t, schema)
+	holderPID := holder.PgConn().PID()
+	first := waitBlocked(t, admin, holderPID, 0)
+	terminate(t, admin, first)
+	second := waitBlocked(t, admin, holderPID, first)
+	select {
+	case res := <-done:
+		t.Fatalf("CreateRequestIfAbsent returned while the sequence row was locked: %+v", res)
+	default:
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	res := <-done
+	if res.err != nil || !res.created || res.seq != 1 || second == first {
+		t.Fatalf("after the kill: created %v at %d, %v (backends %d, %d)", res.created, res.seq, res.err, first, second)
+	}
+	aaistest.CheckLog(t, s, 1)
+}
