@@ -22,13 +22,14 @@ import (
 	"github.com/custos-runtime/custos/store/pgstore"
 	"github.com/custos-runtime/custos/store/sqliteaudit"
 	"github.com/custos-runtime/custos/store/sqliteexchange"
+	"github.com/custos-runtime/custos/store/sqlitereplay"
 	"github.com/custos-runtime/custos/store/sqlitestore"
 )
 
 // State is everything one deployment of custos serve keeps: on SQLite one
-// database file (approvals, exchanges, audit log: one writer, one group
-// commit, units of work across them), on PostgreSQL one schema shared by
-// every replica (the replay set and the rate limits too).
+// database file (approvals, exchanges, audit log, DPoP replay set: one
+// writer, one group commit, units of work across them), on PostgreSQL one
+// schema shared by every replica (the rate limits too).
 type State struct {
 	// Location is where the state is.
 	Location Location
@@ -39,9 +40,12 @@ type State struct {
 	Exchanges exchange.Backend
 	// Audit is the audit log's backend.
 	Audit audit.Backend
-	// Replay (the DPoP proofs seen) and Limiter (per-sender rate limits)
-	// are shared by the replicas on PostgreSQL; nil means the gateway's
-	// in-process ones.
+	// Replay is the DPoP proofs seen: in the state file, or shared by the
+	// replicas on PostgreSQL, so a proof is refused after a restart and by
+	// every replica. Limiter is the per-sender rate limits shared by the
+	// replicas on PostgreSQL; nil means the gateway's in-process one (a
+	// single gateway's buckets are exact in memory: remembering them
+	// across a restart would cost a durable write per request).
 	Replay  auth.ReplayCache
 	Limiter RateLimiter
 	// Instance is this process's name in the exchanges' claims.
@@ -203,6 +207,9 @@ func (s *State) openSQLite(ctx context.Context, path string, xo *sqliteexchange.
 		return err
 	}
 	s.Exchanges, s.Instance = xs, xs.Instance()
+	if s.Replay, err = sqlitereplay.New(ctx, db, &sqlitereplay.Options{Now: xo.Now}); err != nil {
+		return err
+	}
 	if withAudit {
 		if s.Audit, err = sqliteaudit.New(ctx, db, nil); err != nil {
 			return err

@@ -144,3 +144,23 @@ func TestStateAtomic(t *testing.T) {
 		_ = s.Close()
 	}
 }
+
+// The DPoP replay set is in the state file: a proof seen before a
+// restart is a replay after it.
+func TestStateReplaySurvivesRestart(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), store.StateFile)
+	s, err := store.Open(ctx, store.Location{Kind: store.KindSQLite, Path: path}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	until := time.Now().Add(5 * time.Minute)
+	if seen, err := s.Replay.Seen(ctx, "proof-1", until); err != nil || seen {
+		t.Fatalf("first: %v, %v", seen, err)
+	}
+	_ = s.Close()
+	s = openState(t, path, nil)
+	if seen, err := s.Replay.Seen(ctx, "proof-1", until); err != nil || !seen {
+		t.Fatalf("after a restart: %v, %v; want a replay", seen, err)
+	}
+}
