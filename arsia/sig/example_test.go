@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/custos-runtime/custos/arsia/sig"
+	"github.com/custos-runtime/custos/jcs"
 	"github.com/go-jose/go-jose/v4"
 )
 
@@ -76,4 +77,20 @@ func ExampleNewHTTPJWKS() {
 	_ = keys // pass to sig.Verify
 	fmt.Println("ok")
 	// Output: ok
+}
+
+func ExampleDecodeAndVerify() {
+	signer, _ := sig.NewEd25519Signer(make([]byte, ed25519.SeedSize))
+	env := map[string]any{"from": "agent:acme.billing", "payload": map[string]any{"type": "x", "args": map[string]any{"n": 1}}}
+	signed, _ := sig.Sign(env, signer, "agent:acme.billing#key-1")
+	wire, _ := jcs.CanonicalizeValue(signed) // what a sender puts on the wire
+	keys := sig.NewStaticJWKS(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{
+		{Key: signer.Public(), KeyID: "agent:acme.billing#key-1"},
+	}})
+	v, err := sig.DecodeAndVerify(context.Background(), wire, keys, sig.VerifyOptions{Algorithms: []string{sig.EdDSA}})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(v.From, v.Payload["type"])
+	// Output: agent:acme.billing x
 }
