@@ -2,8 +2,10 @@ package jcs
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math/bits"
 	"math/rand/v2"
+	"strings"
 	"testing"
 )
 
@@ -114,4 +116,42 @@ func TestCanonicalFlag(t *testing.T) {
 			t.Errorf("%s: canonical flag %v, want %v (canonical form %s)", doc, flag, want, c)
 		}
 	}
+}
+
+// TestDecoderStacksClean checks what release relies on: after a document,
+// decoded or refused anywhere, the stacks hold no value up to capacity.
+func TestDecoderStacksClean(t *testing.T) {
+	docs := []string{
+		`[[1,2,[3,"x",{"a":[1,2,}]]]`, `{"a":[1,{"b":[2,3`, `[1,2,3,{"a":1,"a":2}]`, `{"a":[1,2],"b":{"c":[3,4,x]}}`,
+		`[` + strings.Repeat(`{"k":"v","n":[1,2,3]},`, 200) + `1]`, `{"big":{` + bigMembers(40) + `}}`, `{"big":{` + bigMembers(40) + `,"m0":1}}`,
+		`[1,[2,[3,[4,"\ud800"]]]]`, `[1,2,3]`, `{}`,
+	}
+	for _, doc := range docs {
+		d := &decoder{elems: make([]any, 0, 4), pairs: make([]pair, 0, 4)}
+		_, _ = d.document(nil, []byte(doc), DefaultMaxDepth, "")
+		if len(d.elems) != 0 || len(d.pairs) != 0 {
+			t.Fatalf("%.40s: stacks left at %d, %d", doc, len(d.elems), len(d.pairs))
+		}
+		for i, e := range d.elems[:cap(d.elems)] {
+			if e != nil {
+				t.Fatalf("%.40s: elems[%d] = %v after the document", doc, i, e)
+			}
+		}
+		for i, p := range d.pairs[:cap(d.pairs)] {
+			if p.name != "" || p.value != nil {
+				t.Fatalf("%.40s: pairs[%d] = %v after the document", doc, i, p)
+			}
+		}
+	}
+}
+
+func bigMembers(n int) string {
+	var b strings.Builder
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `"m%d":[%d,"s"]`, i, i)
+	}
+	return b.String()
 }

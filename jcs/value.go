@@ -79,8 +79,12 @@ var decoders = sync.Pool{New: func() any {
 // release returns d to the pool without references into the document.
 func (d *decoder) release() {
 	d.scanner = scanner{}
-	clear(d.elems[:cap(d.elems)])
-	clear(d.pairs[:cap(d.pairs)])
+	// Every array and object clears its part of the stacks as it closes,
+	// on errors too, so only what is still open needs clearing: nothing,
+	// after a whole document. Clearing to capacity instead would cost a
+	// 1 KB document the high-water mark of every larger one before it.
+	clear(d.elems)
+	clear(d.pairs)
 	d.elems, d.pairs = d.elems[:0], d.pairs[:0]
 	d.names, d.shared, d.table = nil, false, nil
 	d.src, d.retain, d.omit = "", false, ""
@@ -275,6 +279,7 @@ func (d *decoder) array(depth int) (any, *Error) {
 		d.space()
 		v, err := d.value(depth)
 		if err != nil {
+			clear(d.elems[base:])
 			d.elems = d.elems[:base]
 			return nil, err.within(strconv.Itoa(i))
 		}
@@ -291,6 +296,7 @@ func (d *decoder) array(depth int) (any, *Error) {
 			d.elems = d.elems[:base]
 			return out, nil
 		default:
+			clear(d.elems[base:])
 			d.elems = d.elems[:base]
 			return nil, d.unexpected("',' or ']'").within(strconv.Itoa(i))
 		}
