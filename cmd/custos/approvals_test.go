@@ -329,7 +329,7 @@ func TestApprovalsOnAGatewayStore(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := os.WriteFile(gatewayMarkerPath(loc), []byte("{not json"), 0o600); err != nil {
+			if err := os.WriteFile(store.ServeMarkerPath(loc), []byte("{not json"), 0o600); err != nil {
 				t.Fatal(err)
 			}
 			if code, out := run(requestJSON(t, "apr_3", "make", time.Hour), "submit"); code == 0 || !strings.Contains(out, "cannot be read") {
