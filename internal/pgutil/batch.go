@@ -79,9 +79,10 @@ func (b *Batch) Claim(key string) bool {
 type Prepare func(ctx context.Context, tx pgx.Tx, b *Batch) (any, error)
 
 type batchJob struct {
-	ctx  context.Context
-	fn   Prepare
-	done chan error
+	ctx   context.Context
+	queue func(*pgx.Batch)
+	fn    Prepare
+	done  chan error
 }
 
 // errAlone tells a waiting Write to run its job alone.
@@ -91,13 +92,24 @@ var errAlone = errors.New("run alone")
 // when what it prepared is committed (or failed), with the semantics of
 // Runner.Write.
 func (b *Batcher) Write(ctx context.Context, fn Prepare) error {
+	return b.WriteQueued(ctx, nil, fn)
+}
+
+// WriteQueued is Write for a write that reads first with statements it
+// queues (queue adds them, with the callbacks that keep their results):
+// the statements of every write in a batch are sent together, in one
+// round trip, before the Prepare functions run, in order. queue must
+// reset what its callbacks set, and the callbacks must fail only on
+// errors of the statements; a failing statement aborts the batch, which
+// is then run again write by write.
+func (b *Batcher) WriteQueued(ctx context.Context, queue func(*pgx.Batch), fn Prepare) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	if err := b.R.closed(); err != nil {
 		return err
 	}
-	j := &batchJob{ctx: ctx, fn: fn, done: make(chan error, 1)}
+	j := &batchJob{ctx: ctx, queue: queue, fn: fn, done: make(chan error, 1)}
 	if b.Max == 1 {
 		return b.alone(j)
 	}
@@ -161,7 +173,11 @@ func (b *Batcher) once(j *batchJob) (err error, retry bool) {
 		return err, ctx.Err() == nil
 	}
 	bg := context.WithoutCancel(ctx)
-	p, err := j.fn(ctx, tx, &Batch{})
+	err = sendQueued(ctx, tx, []*batchJob{j})
+	var p any
+	if err == nil {
+		p, err = j.fn(ctx, tx, &Batch{})
+	}
 	if err == nil {
 		err = ctx.Err()
 	}
@@ -224,6 +240,11 @@ func (b *Batcher) run(batch []*batchJob) {
 	defer c.Release()
 	tx, err := c.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted, AccessMode: pgx.ReadWrite})
 	if err != nil {
+		allAlone(live)
+		return
+	}
+	if err := sendQueued(ctx, tx, live); err != nil {
+		_ = tx.Rollback(ctx)
 		allAlone(live)
 		return
 	}
@@ -293,6 +314,21 @@ func (b *Batcher) run(batch []*batchJob) {
 		j.done <- nil
 	}
 	allAlone(pending)
+}
+
+// sendQueued sends the statements the jobs queue, in one round trip, and
+// runs their callbacks.
+func sendQueued(ctx context.Context, tx pgx.Tx, jobs []*batchJob) error {
+	var b pgx.Batch
+	for _, j := range jobs {
+		if j.queue != nil {
+			j.queue(&b)
+		}
+	}
+	if b.Len() == 0 {
+		return nil
+	}
+	return tx.SendBatch(ctx, &b).Close()
 }
 
 // SendCommit sends the statements queued in batch and COMMIT in one round

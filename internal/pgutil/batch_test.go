@@ -209,3 +209,49 @@ func TestBatcherConcurrent(t *testing.T) {
 		t.Fatalf("%d rows, want %d", n, len(errs))
 	}
 }
+
+// Queued reads: every write's statements go out before the Prepare
+// functions run, each Prepare sees its own results, and a failing queued
+// statement fails only its own write (the others are run again alone).
+func TestBatcherQueued(t *testing.T) {
+	pool := batchPool(t)
+	b := keysBatcher(pool, 16, 1)
+	const n = 6
+	jobs := make([]*batchJob, n)
+	got := make([]int, n)
+	for i := range jobs {
+		queue := func(qb *pgx.Batch) {
+			got[i] = -1
+			div := 1
+			if i == 4 {
+				div = 0 // division by zero: this write's statement fails
+			}
+			qb.Queue("SELECT $1::int / $2::int", i*10, div).QueryRow(func(row pgx.Row) error { return row.Scan(&got[i]) })
+		}
+		jobs[i] = &batchJob{ctx: t.Context(), queue: queue, done: make(chan error, 1),
+			fn: func(context.Context, pgx.Tx, *Batch) (any, error) {
+				if got[i] != i*10 {
+					return nil, fmt.Errorf("write %d prepared with %d", i, got[i])
+				}
+				return []string{fmt.Sprintf("q-%d", i)}, nil
+			}}
+	}
+	b.run(jobs)
+	for i, j := range jobs {
+		err := <-j.done
+		if errors.Is(err, errAlone) {
+			err = b.alone(j)
+		}
+		var pe *pgconn.PgError
+		if i == 4 {
+			if !errors.As(err, &pe) || pe.Code != "22012" {
+				t.Errorf("write 4: %v, want division_by_zero", err)
+			}
+		} else if err != nil {
+			t.Errorf("write %d: %v", i, err)
+		}
+	}
+	if c := count(t, pool, "q-%"); c != n-1 {
+		t.Errorf("%d queued writes committed, want %d", c, n-1)
+	}
+}

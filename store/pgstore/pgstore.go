@@ -261,17 +261,26 @@ func (s *Store) CreateRequestIfAbsent(ctx context.Context, rec aais.RequestRecor
 				return aais.RequestRecord{}, false, err
 			}
 		}
-		err = s.write(ctx, func(ctx context.Context, tx pgx.Tx, b *pgutil.Batch) (*pending, error) {
+		var (
+			queue     func(*pgx.Batch)
+			ruleState map[string]bool
+		)
+		if r := rec.Resolution; r != nil {
+			// A rule locked FOR SHARE: a revocation waits for this
+			// transaction, or this one sees it.
+			queue = func(b *pgx.Batch) {
+				ruleState = nil
+				b.Queue(lockRulesSQL, []string{r.ByRule}).Query(func(rows pgx.Rows) (err error) {
+					ruleState, err = ruleStates(rows)
+					return err
+				})
+			}
+		}
+		err = s.writeQueued(ctx, queue, func(ctx context.Context, tx pgx.Tx, b *pgutil.Batch) (*pending, error) {
 			if !b.Claim("q" + id) {
 				return nil, errBusy
 			}
 			if r := rec.Resolution; r != nil {
-				// A rule locked FOR SHARE: a revocation waits for
-				// this transaction, or this one sees it.
-				ruleState, err := lockRules(ctx, tx, []string{r.ByRule})
-				if err != nil {
-					return nil, err
-				}
 				if err := ruleUsable(ruleState, r.ByRule); err != nil {
 					return nil, err
 				}
@@ -353,16 +362,23 @@ func lookupRequest(ctx context.Context, q querier, id string) (storedRequest, bo
 // the RevokeRule and then sees the revocation) and reports, for each id
 // found, whether it is revoked.
 func lockRules(ctx context.Context, tx pgx.Tx, ids []string) (map[string]bool, error) {
-	rows, err := tx.Query(ctx, "SELECT id, revoked FROM rules WHERE id = ANY($1) ORDER BY id FOR SHARE", ids)
+	rows, err := tx.Query(ctx, lockRulesSQL, ids)
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[string]bool, len(ids))
+	return ruleStates(rows)
+}
+
+const lockRulesSQL = "SELECT id, revoked FROM rules WHERE id = ANY($1) ORDER BY id FOR SHARE"
+
+// ruleStates reads the rows of lockRulesSQL.
+func ruleStates(rows pgx.Rows) (map[string]bool, error) {
+	out := make(map[string]bool)
 	var (
 		id      string
 		revoked bool
 	)
-	_, err = pgx.ForEachRow(rows, []any{&id, &revoked}, func() error {
+	_, err := pgx.ForEachRow(rows, []any{&id, &revoked}, func() error {
 		out[id] = revoked
 		return nil
 	})
@@ -598,15 +614,44 @@ func (s *Store) ResolveIfPending(ctx context.Context, rec aais.ResolutionRecord)
 		}
 		p.rules = append(p.rules, ruleRow{id: r.ID, requestID: id, revoked: r.Revoked(), json: rb})
 	}
-	err = s.write(ctx, func(ctx context.Context, tx pgx.Tx, b *pgutil.Batch) (*pending, error) {
+	// The first reads, queued: they are sent with those of the other
+	// writes of the batch.
+	var (
+		found, isResolved, taken bool
+		ruleState                map[string]bool
+	)
+	queue := func(b *pgx.Batch) {
+		found, isResolved, taken, ruleState = false, false, false, nil
+		b.Queue("SELECT resolved FROM requests WHERE id = $1 FOR UPDATE", id).QueryRow(func(row pgx.Row) error {
+			err := row.Scan(&isResolved)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return nil
+			}
+			found = err == nil
+			return err
+		})
+		if rec.ByRule != "" {
+			b.Queue(lockRulesSQL, []string{rec.ByRule}).Query(func(rows pgx.Rows) (err error) {
+				ruleState, err = ruleStates(rows)
+				return err
+			})
+		}
+		if r := rec.Rule; r != nil {
+			// A rule committed with this id or for this request is a
+			// conflict; one being committed now is refused by the
+			// primary key or the request_id unique index.
+			b.Queue("SELECT EXISTS (SELECT 1 FROM rules WHERE id = $1 OR request_id = $2)", r.ID, id).QueryRow(func(row pgx.Row) error {
+				return row.Scan(&taken)
+			})
+		}
+	}
+	err = s.writeQueued(ctx, queue, func(ctx context.Context, tx pgx.Tx, b *pgutil.Batch) (*pending, error) {
 		stored, dfp, resolved = nil, "", false
 		if !b.Claim("q" + id) {
 			return nil, errBusy
 		}
-		var isResolved bool
-		err := tx.QueryRow(ctx, "SELECT resolved FROM requests WHERE id = $1 FOR UPDATE", id).Scan(&isResolved)
-		if err != nil {
-			return nil, err // the request existed: ErrNoRows means a Reset
+		if !found {
+			return nil, pgx.ErrNoRows
 		}
 		if isResolved {
 			var err error
@@ -620,10 +665,6 @@ func (s *Store) ResolveIfPending(ctx context.Context, rec aais.ResolutionRecord)
 			return nil, errNoChange
 		}
 		if rec.ByRule != "" {
-			ruleState, err := lockRules(ctx, tx, []string{rec.ByRule})
-			if err != nil {
-				return nil, err
-			}
 			if err := ruleUsable(ruleState, rec.ByRule); err != nil {
 				return nil, err
 			}
@@ -631,13 +672,6 @@ func (s *Store) ResolveIfPending(ctx context.Context, rec aais.ResolutionRecord)
 		if r := rec.Rule; r != nil {
 			if !b.Claim("r" + r.ID) {
 				return nil, errBusy
-			}
-			// A rule committed with this id or for this request
-			// is a conflict; one being committed now is refused
-			// by the primary key or the request_id unique index.
-			var taken bool
-			if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM rules WHERE id = $1 OR request_id = $2)", r.ID, id).Scan(&taken); err != nil {
-				return nil, err
 			}
 			if taken {
 				return nil, fmt.Errorf("%w: rule %s", aais.ErrConflict, r.ID)

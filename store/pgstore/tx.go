@@ -33,7 +33,14 @@ var errBusy = errors.New("claimed by another write of the batch")
 // the commit writes nothing, transient failures are retried, and a commit
 // whose outcome is unknown is not (pgutil.ErrCommitUnknown).
 func (s *Store) write(ctx context.Context, prep func(ctx context.Context, tx pgx.Tx, b *pgutil.Batch) (*pending, error)) error {
-	return s.batcher.Write(ctx, func(ctx context.Context, tx pgx.Tx, b *pgutil.Batch) (any, error) {
+	return s.writeQueued(ctx, nil, prep)
+}
+
+// writeQueued is write for a write whose first reads are queued by queue
+// (pgutil.Batcher.WriteQueued): the first reads of every write in a batch
+// take one round trip together.
+func (s *Store) writeQueued(ctx context.Context, queue func(*pgx.Batch), prep func(ctx context.Context, tx pgx.Tx, b *pgutil.Batch) (*pending, error)) error {
+	return s.batcher.WriteQueued(ctx, queue, func(ctx context.Context, tx pgx.Tx, b *pgutil.Batch) (any, error) {
 		p, err := prep(ctx, tx, b)
 		if err != nil {
 			return nil, err
