@@ -99,7 +99,10 @@
 // A Store's concurrent writes are prepared one after another in one
 // transaction and appended by one statement (pgutil.Batcher, up to
 // Options.MaxBatch writes, Options.BatchConns transactions at once), so
-// the batch pays one meta lock, one commit and one WAL flush. A write that
+// the batch pays one meta lock, one commit and one WAL flush. The first
+// reads of the batch's writes (the request rows locked FOR UPDATE, the
+// rule rows FOR SHARE) are sent together, in one round trip, so a batch
+// takes about three round trips whatever its size. A write that
 // depends on another write of the batch (the same request or rule) is run
 // alone after it; a write whose preparation fails is run again alone, so
 // it gets the answer it would have got alone; a batch that fails as a
