@@ -164,3 +164,45 @@ func TestStateReplaySurvivesRestart(t *testing.T) {
 		t.Fatalf("after a restart: %v, %v; want a replay", seen, err)
 	}
 }
+
+// An approval written inside a unit of work wakes the store's followers
+// when the unit commits, not before (they would read too early and wait
+// for the next poll).
+func TestStateUnitWakesFollowersAtCommit(t *testing.T) {
+	ctx := t.Context()
+	s := openState(t, filepath.Join(t.TempDir(), store.StateFile), nil)
+	n, ok := s.Approvals.(aais.ChangeNotifier)
+	if !ok {
+		t.Fatal("the state's approval store announces no changes")
+	}
+	changes, err := n.Changes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	auth, err := aais.NewAuthority(s.Approvals, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = s.Unit(ctx, func(ctx context.Context) error {
+		if _, err := auth.Submit(ctx, aaistest.Request(t, time.Now(), "w1")); err != nil {
+			return err
+		}
+		select {
+		case <-changes:
+			t.Error("woken before the unit committed")
+		case <-time.After(50 * time.Millisecond):
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-changes:
+	case <-time.After(5 * time.Second):
+		t.Fatal("not woken after the unit committed")
+	}
+	if page, err := s.Approvals.EventsAfter(ctx, 0, 0); err != nil || len(page.Events) != 1 {
+		t.Fatalf("after the wake: %+v, %v", page, err)
+	}
+}
