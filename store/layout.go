@@ -40,6 +40,34 @@ const AsideDir = "pre-custos.db"
 // layout that were not migrated into it.
 var ErrBothLayouts = errors.New("store: the data directory holds both layouts")
 
+// ErrOldLayoutPath: a location names a file of the layout before
+// StateFile where that file is (or is about to be) migrated into the
+// directory's StateFile. Opening it would start an empty store beside
+// the migrated one, or split the gateway's state between the layouts.
+var ErrOldLayoutPath = errors.New("store: a file of the layout before custos.db")
+
+// checkOldPath refuses a location naming an old layout's file that was
+// migrated into its directory's StateFile (it is kept in AsideDir); whole,
+// a gateway's state (asWhole) may not name the old approval store either
+// while its siblings wait to be migrated with it.
+func checkOldPath(path string, asWhole bool) error {
+	dir, base := filepath.Split(path)
+	if base != oldApprovals && base != oldExchanges && base != oldAudit {
+		return nil
+	}
+	if _, err := os.Stat(filepath.Join(dir, AsideDir, base)); err == nil {
+		return fmt.Errorf("%w: %s was migrated into %s (the old file is kept in %s); name the directory or %s instead",
+			ErrOldLayoutPath, path, StateFile, filepath.Join(dir, AsideDir), filepath.Join(dir, StateFile))
+	}
+	if old, err := oldFiles(dir); err != nil {
+		return err
+	} else if asWhole && len(old) > 0 {
+		return fmt.Errorf("%w: %s is one of the files of the layout before %s; name the directory (%s), whose files are then migrated into %s",
+			ErrOldLayoutPath, path, StateFile, filepath.Clean(dir), StateFile)
+	}
+	return nil
+}
+
 // MigrateLayout moves the state a data directory keeps in the layout
 // before StateFile (approvals.db, exchanges.db and audit.db, any of them)
 // into path, a StateFile that does not exist yet, and reports whether it
@@ -61,9 +89,9 @@ func MigrateLayout(ctx context.Context, path string) (bool, error) {
 		return false, nil
 	}
 	dir := filepath.Dir(path)
-	old := oldFiles(dir)
-	if len(old) == 0 {
-		return false, nil
+	old, err := oldFiles(dir)
+	if err != nil || len(old) == 0 {
+		return false, err
 	}
 	lockPath := filepath.Join(dir, StateFile+".migrate.lock")
 	lock, err := flock.Hold(lockPath)
@@ -95,14 +123,25 @@ func MigrateLayout(ctx context.Context, path string) (bool, error) {
 	return true, moveAside(dir, old)
 }
 
-func oldFiles(dir string) []string {
+// oldFiles lists the old layout's files in dir. One that is there but is
+// not a regular file (a symbolic link, say) is an error: migrating it
+// would write through the link, skipping it would start an empty state.
+func oldFiles(dir string) ([]string, error) {
 	var out []string
 	for _, n := range []string{oldApprovals, oldExchanges, oldAudit} {
-		if fi, err := os.Lstat(filepath.Join(dir, n)); err == nil && fi.Mode().IsRegular() {
-			out = append(out, n)
+		fi, err := os.Lstat(filepath.Join(dir, n))
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			continue
+		case err != nil:
+			return nil, err
+		case !fi.Mode().IsRegular():
+			return nil, fmt.Errorf("store: %s is not a regular file (a symbolic link?): move the file itself there to migrate it, or move it away",
+				filepath.Join(dir, n))
 		}
+		out = append(out, n)
 	}
-	return out
+	return out, nil
 }
 
 // build writes the new state file from the old files.

@@ -228,3 +228,83 @@ func names(entries []os.DirEntry) []string {
 	}
 	return out
 }
+
+// The old layout's file names are refused where they would split the
+// state or start an empty store beside the migrated one; nothing is
+// created or moved by a refusal.
+func TestOldLayoutPathsRefused(t *testing.T) {
+	ctx := t.Context()
+	dir := copyFixture(t)
+	sqlite := func(name string) store.Location {
+		return store.Location{Kind: store.KindSQLite, Path: filepath.Join(dir, name)}
+	}
+	// Before the migration: the gateway may not run on approvals.db alone
+	// while its exchanges and audit log wait beside it.
+	if _, err := store.Open(ctx, sqlite("approvals.db"), nil); !errors.Is(err, store.ErrOldLayoutPath) {
+		t.Fatalf("Open(approvals.db) of an old layout: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, store.StateFile)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatal("a refusal created the state file")
+	}
+	checkMigrated(t, dir, readOld(t, filepath.Join(fixture)))
+	// After it: the old names would open empty stores.
+	if _, err := store.OpenApprovals(ctx, sqlite("approvals.db")); !errors.Is(err, store.ErrOldLayoutPath) {
+		t.Errorf("OpenApprovals(approvals.db) after the migration: %v", err)
+	}
+	if _, err := store.OpenAudit(ctx, sqlite("audit.db")); !errors.Is(err, store.ErrOldLayoutPath) {
+		t.Errorf("OpenAudit(audit.db) after the migration: %v", err)
+	}
+	if _, err := store.Open(ctx, sqlite(store.StateFile), &store.StateOptions{Audit: sqlite("audit.db")}); !errors.Is(err, store.ErrOldLayoutPath) {
+		t.Errorf("Open with audit_log = the old audit.db: %v", err)
+	}
+	for _, n := range []string{"approvals.db", "audit.db"} {
+		if _, err := os.Stat(filepath.Join(dir, n)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s created by a refused open", n)
+		}
+	}
+	// The files kept aside stay readable where they are.
+	b, err := store.OpenAudit(ctx, store.Location{Kind: store.KindSQLite, Path: filepath.Join(dir, store.AsideDir, "audit.db")})
+	if err != nil {
+		t.Fatalf("the old audit log kept aside: %v", err)
+	}
+	_ = b.Close()
+}
+
+// An old file that is a symbolic link is neither migrated through the
+// link nor skipped (which would start an empty state): Open refuses.
+func TestMigrateLayoutRefusesALink(t *testing.T) {
+	dir := copyFixture(t)
+	elsewhere := filepath.Join(t.TempDir(), "approvals.db")
+	if err := os.Rename(filepath.Join(dir, "approvals.db"), elsewhere); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(elsewhere, filepath.Join(dir, "approvals.db")); err != nil {
+		t.Skip(err)
+	}
+	if _, err := store.Open(t.Context(), store.Location{Kind: store.KindSQLite, Path: filepath.Join(dir, store.StateFile)}, nil); err == nil {
+		t.Fatal("migrated through a symbolic link")
+	}
+	if _, err := os.Stat(filepath.Join(dir, store.StateFile)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatal("a refusal created the state file")
+	}
+}
+
+// A damaged old file stops the migration before anything is renamed or
+// moved: the old files stay where they are, and no state file appears.
+func TestMigrateLayoutDamagedFile(t *testing.T) {
+	dir := copyFixture(t)
+	if err := os.WriteFile(filepath.Join(dir, "exchanges.db"), []byte("not a database, not at all"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.MigrateLayout(t.Context(), filepath.Join(dir, store.StateFile)); err == nil {
+		t.Fatal("migrated a damaged file")
+	}
+	for _, n := range oldLayout {
+		if _, err := os.Stat(filepath.Join(dir, n)); err != nil {
+			t.Errorf("%s moved after a failed migration: %v", n, err)
+		}
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != len(oldLayout) {
+		t.Errorf("left behind: %v", names(entries))
+	}
+}

@@ -180,6 +180,9 @@ func OpenApprovals(ctx context.Context, l Location) (Store, error) {
 	case KindFile:
 		return filestore.Open(l.Path, nil)
 	case KindSQLite:
+		if err := checkOldPath(l.Path, false); err != nil {
+			return nil, err
+		}
 		if _, err := MigrateLayout(ctx, l.Path); err != nil {
 			return nil, err
 		}

@@ -144,6 +144,9 @@ func Open(ctx context.Context, l Location, o *StateOptions) (_ *State, err error
 	xo := &sqliteexchange.Options{Instance: o.Instance, Now: o.Now}
 	switch l.Kind {
 	case KindSQLite:
+		if err := checkOldPath(l.Path, true); err != nil {
+			return nil, err
+		}
 		if _, err := MigrateLayout(ctx, l.Path); err != nil {
 			return nil, err
 		}
@@ -178,6 +181,11 @@ func Open(ctx context.Context, l Location, o *StateOptions) (_ *State, err error
 		return nil, fmt.Errorf("%w: kind %q", ErrUnsupported, l.Kind)
 	}
 	if o.Audit.Kind != "" {
+		if o.Audit.Kind == KindSQLite && (l.Kind == KindSQLite || l.Kind == KindMemory || l.Kind == KindFile) {
+			if err := checkOldPath(o.Audit.Path, false); err != nil {
+				return nil, fmt.Errorf("audit log: %w", err)
+			}
+		}
 		b, err := OpenAudit(ctx, o.Audit)
 		if err != nil {
 			return nil, fmt.Errorf("audit log: %w", err)
@@ -265,6 +273,9 @@ func OpenAudit(ctx context.Context, l Location) (audit.Backend, error) {
 	case KindPostgres:
 		return pgaudit.Open(ctx, l.DSN, &pgaudit.Options{Schema: l.Schema})
 	case KindSQLite:
+		if err := checkOldPath(l.Path, false); err != nil {
+			return nil, err
+		}
 		if filepath.Base(l.Path) == StateFile {
 			db, err := sqlitedb.Open(ctx, l.Path, nil, sqlitedb.Migrations{})
 			if err != nil {
