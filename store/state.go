@@ -115,7 +115,7 @@ type StateOptions struct {
 	// keeps it in the state.
 	Audit Location
 	// DataDir holds the exchanges and the audit log when the approval
-	// store is a memory or file store (demos, tests): STATE_FILE in it.
+	// store is a memory or file store (demos, tests): StateFile in it.
 	DataDir string
 	// RateLimit configures the shared limiter on PostgreSQL (none when
 	// PerSecond is zero).
@@ -172,7 +172,11 @@ func Open(ctx context.Context, l Location, o *StateOptions) (_ *State, err error
 		if o.DataDir == "" {
 			return nil, fmt.Errorf("store: a %s approval store needs a data directory for the exchanges", l.Kind)
 		}
-		if err := s.openSQLite(ctx, filepath.Join(o.DataDir, StateFile), xo, o.Audit.Kind == ""); err != nil {
+		path := filepath.Join(o.DataDir, StateFile)
+		if _, err := MigrateLayout(ctx, path); err != nil {
+			return nil, err
+		}
+		if err := s.openSQLite(ctx, path, xo, o.Audit.Kind == ""); err != nil {
 			return nil, err
 		}
 		// The approvals are elsewhere: no unit spans them.
