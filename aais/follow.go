@@ -31,14 +31,17 @@ type Follower struct {
 	// Follow's poll interval when zero.
 	IdleEvery time.Duration
 	// MaxDelay, when > 0, is how long the follower's next event may wait
-	// for it: once an event this process read has not been taken by the
-	// follower for longer, Follow gives up on it and returns an error
-	// wrapping ErrSlowFollower. A client that cannot keep up is cut off,
-	// and resumes later after the last sequence it received, instead of
-	// being buffered for; the others are never held up either way. Zero:
-	// never cut off; a follower that falls out of the shared buffer (more
-	// than a thousand events behind) reads the store itself until it has
-	// caught up.
+	// for it while the follower is busy in its callbacks (writing to a
+	// client that does not read): once an event this process read has
+	// waited longer, and the follower spent at least half that time in
+	// Message, Wire or Idle since it was last caught up, Follow gives up
+	// on it and returns an error wrapping ErrSlowFollower. A client that
+	// cannot keep up is cut off, and resumes later after the last
+	// sequence it received, instead of being buffered for; a follower
+	// that was only waiting for a CPU is not. The others are never held
+	// up either way. Zero: never cut off; a follower that falls out of
+	// the shared buffer (more than a thousand events behind) reads the
+	// store itself until it has caught up.
 	MaxDelay time.Duration
 }
 
@@ -190,13 +193,16 @@ func (a *Authority) Follow(ctx context.Context, after uint64, resume bool, poll 
 					}
 					buf[i] = hubEntry{} // do not keep it alive
 				}
-				if fl.after < v.latest {
+				if len(buf) > 0 {
+					// Read again: caught up is what the hub has now,
+					// not what it had before these were sent.
 					continue
 				}
 				waitOn = v.changed
 			}
 		}
 		// Everything recorded so far is delivered: wait for more.
+		fl.busy = 0
 		if err := fl.idle(); err != nil {
 			return err
 		}
@@ -225,19 +231,35 @@ type following struct {
 	// shared is the hub's Pending read the last snapshot came from; nil
 	// when it came from the store directly.
 	shared *hubPending
+	// busy is the time spent in callbacks since the follower was last
+	// caught up (measured only with MaxDelay).
+	busy time.Duration
 }
 
 // slow returns an ErrSlowFollower error when the follower is live and
-// MaxDelay is set and its next event was read before MaxDelay ago.
+// MaxDelay is set, its next event was read before MaxDelay ago and it
+// spent at least half of MaxDelay in its callbacks since it was last
+// caught up.
 func (fl *following) slow(at time.Time, live bool) error {
-	if fl.f.MaxDelay <= 0 || !live || at.IsZero() {
+	if fl.f.MaxDelay <= 0 || !live || at.IsZero() || fl.busy < fl.f.MaxDelay/2 {
 		return nil
 	}
 	if d := time.Since(at); d > fl.f.MaxDelay {
-		return fmt.Errorf("%w: the event after sequence %d waited %v for it (at most %v)",
-			ErrSlowFollower, fl.after, d.Round(time.Millisecond), fl.f.MaxDelay)
+		return fmt.Errorf("%w: the event after sequence %d waited %v for it (at most %v) while the client was written to for %v",
+			ErrSlowFollower, fl.after, d.Round(time.Millisecond), fl.f.MaxDelay, fl.busy.Round(time.Millisecond))
 	}
 	return nil
+}
+
+// timed adds the time fn takes to busy, when MaxDelay is set.
+func (fl *following) timed(fn func() error) error {
+	if fl.f.MaxDelay <= 0 {
+		return fn()
+	}
+	start := time.Now()
+	err := fn()
+	fl.busy += time.Since(start)
+	return err
 }
 
 // idle calls Idle.
@@ -245,7 +267,7 @@ func (fl *following) idle() error {
 	if fl.f.Idle == nil {
 		return nil
 	}
-	err := fl.f.Idle(fl.wrote)
+	err := fl.timed(func() error { return fl.f.Idle(fl.wrote) })
 	fl.wrote = false
 	return err
 }
@@ -262,10 +284,10 @@ func (fl *following) send(m *Message, wire []byte) error {
 			}
 			wire = b
 		}
-		if err := fl.f.Wire(m, wire); err != nil {
+		if err := fl.timed(func() error { return fl.f.Wire(m, wire) }); err != nil {
 			return err
 		}
-	} else if err := fl.f.Message(m); err != nil {
+	} else if err := fl.timed(func() error { return fl.f.Message(m) }); err != nil {
 		return err
 	}
 	if m.Type != TypeSnapshot {

@@ -112,9 +112,10 @@ type ApprovalsOptions struct {
 	// from closing an idle stream (15 s when zero).
 	Poll, Heartbeat time.Duration
 	// StreamMaxDelay is how long an event may wait for an event stream
-	// (SSE or WebSocket) that is not taking it before the stream is
-	// closed with a reason (a "cutoff" event; the client resumes with
-	// Last-Event-ID); 5 s when zero. StreamWriteTimeout bounds the writes
+	// (SSE or WebSocket) that is not taking it, its writes blocked for at
+	// least half that time, before the stream is closed with a reason (a
+	// "cutoff" event; the client resumes with Last-Event-ID); 5 s when
+	// zero. A stream that only waited for a CPU is not cut off. StreamWriteTimeout bounds the writes
 	// to a stream (10 s when zero; a write fails after at least half of
 	// it): a client that stops reading is cut off then. Either way the
 	// other streams are not slowed down.

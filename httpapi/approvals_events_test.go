@@ -52,15 +52,19 @@ func readEvents(r io.Reader, out chan<- sseEvent) error {
 	}
 }
 
-// smallBuffers makes the server's sockets small, so that a client that
-// stops reading blocks the server's writes after a few events rather than
-// after megabytes.
-type smallBuffers struct{ net.Listener }
+// smallBuffers makes the first accepted connection's send buffer small
+// (the slow client dials first), so that when that client stops reading
+// the server's writes block after a few events rather than after
+// megabytes; the other clients keep the default buffers.
+type smallBuffers struct {
+	net.Listener
+	once *sync.Once
+}
 
 func (l smallBuffers) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
 	if tc, ok := c.(*net.TCPConn); ok {
-		_ = tc.SetWriteBuffer(4096)
+		l.once.Do(func() { _ = tc.SetWriteBuffer(4096) })
 	}
 	return c, err
 }
@@ -91,7 +95,7 @@ func TestEventStreamsFanOut(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := httptest.NewUnstartedServer(h)
-	srv.Listener = smallBuffers{srv.Listener}
+	srv.Listener = smallBuffers{srv.Listener, new(sync.Once)}
 	srv.Start()
 	t.Cleanup(srv.Close)
 	ctx, cancel := context.WithCancel(t.Context())
