@@ -286,7 +286,7 @@ const (
 // retries it until the busy timeout has passed.
 func (s *DB) Write(ctx context.Context, fn func(*Tx) error) error {
 	if u := s.joined(ctx); u != nil {
-		return u.savepoint(ctx, fn)
+		return u.join(ctx, fn)
 	}
 	if err := ctx.Err(); err != nil {
 		return err

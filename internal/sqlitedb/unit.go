@@ -2,8 +2,6 @@ package sqlitedb
 
 import (
 	"context"
-	"maps"
-	"strconv"
 	"sync"
 )
 
@@ -15,11 +13,13 @@ import (
 // The stores keep their own APIs. Unit hands fn a context that carries
 // the transaction; every Write and Read of the same DB made with that
 // context (or one derived from it) runs inside the transaction instead of
-// starting its own. Each joined Write runs under a savepoint: one that
-// fails is undone alone (its Memo changes too), and fn decides whether
-// the unit goes on (a conflict it handles) or fails (it returns the
-// error, and nothing of the unit is written). A write inside a unit is
-// durable when Unit returns nil, not when the write returns.
+// starting its own. A joined Write that fails fails the whole unit:
+// nothing of it is written, whatever fn does with the error, so a write
+// that failed half-way can never be committed with the rest. (Savepoints
+// would let fn go on after a failed write, at two statements per write;
+// the gateway never goes on, so the unit does not pay for them.) A write
+// inside a unit is durable when Unit returns nil, not when the write
+// returns.
 //
 // fn runs on the writer goroutine, in a batch with other writes (group
 // commit), and may run more than once when the batch is retried: it must
@@ -32,8 +32,8 @@ type unitKey struct{}
 type unit struct {
 	db *DB
 	tx *Tx
-	// savepoints numbers the joined writes.
-	savepoints int
+	// failed is the first error of a joined write: the unit fails with it.
+	failed error
 }
 
 // Unit runs fn in one write transaction that every Write and Read of s
@@ -42,10 +42,15 @@ type unit struct {
 // that already carries a unit of s joins it too.
 func (s *DB) Unit(ctx context.Context, fn func(ctx context.Context) error) error {
 	if u := s.joined(ctx); u != nil {
-		return u.savepoint(ctx, func(*Tx) error { return fn(ctx) })
+		return u.join(ctx, func(*Tx) error { return fn(ctx) })
 	}
 	return s.Write(ctx, func(tx *Tx) error {
-		return fn(context.WithValue(ctx, unitKey{}, &unit{db: s, tx: tx}))
+		u := &unit{db: s, tx: tx}
+		err := fn(context.WithValue(ctx, unitKey{}, u))
+		if err == nil {
+			err = u.failed
+		}
+		return err
 	})
 }
 
@@ -60,32 +65,18 @@ func (s *DB) joined(ctx context.Context) *unit {
 	return u
 }
 
-// savepoint runs fn inside the unit's transaction, undoing what it wrote
-// when it fails. A BUSY error is returned as it is: the whole batch is
-// retried, so there is nothing to undo.
-func (u *unit) savepoint(ctx context.Context, fn func(*Tx) error) error {
-	if err := ctx.Err(); err != nil {
-		return err
+// join runs fn inside the unit's transaction; its error fails the unit.
+func (u *unit) join(ctx context.Context, fn func(*Tx) error) error {
+	if u.failed != nil {
+		return u.failed
 	}
-	u.savepoints++
-	name := "unit_" + strconv.Itoa(u.savepoints)
-	memo := maps.Clone(u.tx.Memo)
-	if _, err := u.tx.tx.ExecContext(ctx, "SAVEPOINT "+name); err != nil {
-		return err
-	}
-	err := fn(u.tx)
-	if err != nil && !IsBusy(err) {
-		// Undone even when ctx has ended: the unit may go on.
-		bg := context.WithoutCancel(ctx)
-		if _, rerr := u.tx.tx.ExecContext(bg, "ROLLBACK TO "+name); rerr != nil {
-			return rerr
-		}
-		u.tx.Memo = memo
+	err := ctx.Err()
+	if err == nil {
+		err = fn(u.tx)
 	}
 	if err != nil {
-		return err
+		u.failed = err
 	}
-	_, err = u.tx.tx.ExecContext(ctx, "RELEASE "+name)
 	return err
 }
 
