@@ -308,3 +308,36 @@ func TestMigrateLayoutDamagedFile(t *testing.T) {
 		t.Errorf("left behind: %v", names(entries))
 	}
 }
+
+// An old layout's audit.db is verified without being changed: the
+// previous release must still open it (a read does not migrate it).
+func TestOpenAuditReadOnlyLeavesAnOldFile(t *testing.T) {
+	ctx := t.Context()
+	dir := copyFixture(t)
+	path := filepath.Join(dir, "audit.db")
+	before, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := store.OpenAuditReadOnly(ctx, store.Location{Kind: store.KindSQLite, Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := audit.New(b, nil).Verify(ctx)
+	if err != nil || !rep.OK() || rep.Records != readOld(t, fixture).records {
+		t.Errorf("verify of the old file: %+v, %v", rep, err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	after, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(before) != string(after) {
+		t.Error("reading the old audit log changed the file")
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != len(oldLayout) {
+		t.Errorf("left behind: %v", names(entries))
+	}
+}

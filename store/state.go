@@ -2,9 +2,11 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -295,6 +297,62 @@ func OpenAudit(ctx context.Context, l Location) (audit.Backend, error) {
 		return sqliteaudit.Open(ctx, l.Path, nil)
 	}
 	return nil, fmt.Errorf("%w: an audit log in a %s location", ErrUnsupported, l.Kind)
+}
+
+// OpenAuditReadOnly opens an audit log to read it (verify, export)
+// without changing the file: a SQLite file of its own at the schema of
+// the layout before StateFile (its tables not yet renamed by this build's
+// migration, which the previous release would then refuse) is read from a
+// snapshot taken with VACUUM INTO, removed at Close. Anything else is
+// OpenAudit.
+func OpenAuditReadOnly(ctx context.Context, l Location) (audit.Backend, error) {
+	if l.Kind != KindSQLite || filepath.Base(l.Path) == StateFile {
+		return OpenAudit(ctx, l)
+	}
+	if err := checkOldPath(l.Path, false); err != nil {
+		return nil, err
+	}
+	old, err := hasTable(ctx, l.Path, "records")
+	if err != nil || !old {
+		return OpenAudit(ctx, l)
+	}
+	dir, err := os.MkdirTemp("", "custos-audit-snapshot-")
+	if err != nil {
+		return nil, err
+	}
+	copyPath := filepath.Join(dir, "audit.db")
+	b, err := func() (*sqliteaudit.Backend, error) {
+		if err := snapshot(ctx, l.Path, copyPath); err != nil {
+			return nil, err
+		}
+		return sqliteaudit.Open(ctx, copyPath, nil)
+	}()
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
+	return snapshotAudit{b, dir}, nil
+}
+
+// snapshotAudit removes its snapshot at Close.
+type snapshotAudit struct {
+	*sqliteaudit.Backend
+	dir string
+}
+
+func (s snapshotAudit) Close() error { return errors.Join(s.Backend.Close(), os.RemoveAll(s.dir)) }
+
+// hasTable reports whether the SQLite file at path has the table, reading
+// it without changing it.
+func hasTable(ctx context.Context, path, table string) (bool, error) {
+	db, err := sql.Open("sqlite", "file:"+filepath.ToSlash(path)+"?mode=ro&_busy_timeout=5000")
+	if err != nil {
+		return false, err
+	}
+	defer db.Close()
+	var n int
+	err = db.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?", table).Scan(&n)
+	return n > 0, err
 }
 
 // ownedAudit closes the DB it was opened on.

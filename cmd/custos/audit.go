@@ -102,8 +102,9 @@ func inDir(dir string) string {
 	return p
 }
 
-// open opens the existing audit log; it refuses to create one.
-func (e *auditEnv) open(ctx context.Context) (*audit.Log, string, error) {
+// open opens the existing audit log; it refuses to create one. read: the
+// command only reads it (an old file is then not migrated).
+func (e *auditEnv) open(ctx context.Context, read bool) (*audit.Log, string, error) {
 	if strings.HasPrefix(e.logPath, "postgres://") || strings.HasPrefix(e.logPath, "postgresql://") {
 		loc, err := store.Parse(e.logPath)
 		if err != nil {
@@ -135,7 +136,11 @@ func (e *auditEnv) open(ctx context.Context) (*audit.Log, string, error) {
 	case !fi.Mode().IsRegular():
 		return nil, path, fmt.Errorf("%s: not an audit log (not a regular file)", path)
 	}
-	b, err := store.OpenAudit(ctx, store.Location{Kind: store.KindSQLite, Path: path})
+	open := store.OpenAudit
+	if read {
+		open = store.OpenAuditReadOnly
+	}
+	b, err := open(ctx, store.Location{Kind: store.KindSQLite, Path: path})
 	if err != nil {
 		return nil, path, err
 	}
@@ -243,7 +248,7 @@ redacted record.`,
 }
 
 func (e *auditEnv) verifyLog(ctx context.Context, opts audit.VerifyOptions) (audit.Report, string, error) {
-	l, path, err := e.open(ctx)
+	l, path, err := e.open(ctx, true)
 	if err != nil {
 		return audit.Report{}, "", err
 	}
@@ -400,7 +405,7 @@ output, anywhere, to check it.`,
 				return usageError{fmt.Errorf("--to %d is before --from %d", to, from)}
 			}
 			ctx := cmd.Context()
-			l, path, err := e.open(ctx)
+			l, path, err := e.open(ctx, true)
 			if err != nil {
 				return err
 			}
@@ -443,7 +448,7 @@ cron).`,
 		Args: argsExactly(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			l, path, err := e.open(ctx)
+			l, path, err := e.open(ctx, false)
 			if err != nil {
 				return err
 			}
