@@ -11,6 +11,7 @@ import (
 	"github.com/custos-runtime/custos/gateway"
 	"github.com/custos-runtime/custos/gateway/authz"
 	"github.com/custos-runtime/custos/gateway/config"
+	"github.com/custos-runtime/custos/store"
 )
 
 // A user makes an issuer key and an agent key with keygen, issues a
@@ -134,5 +135,49 @@ func TestNewAuthorizerOff(t *testing.T) {
 	}
 	if az, err := newAuthorizer(cfg, nil, nil); err != nil || az == nil {
 		t.Fatalf("newAuthorizer(any, nil) = %v, %v", az, err)
+	}
+}
+
+// A DPoP proof accepted by a gateway is refused by the same gateway
+// restarted on its data directory: the replay set is in the state file.
+func TestDPoPReplayAfterRestart(t *testing.T) {
+	dir := t.TempDir()
+	issuer, agent := filepath.Join(dir, "issuer"), filepath.Join(dir, "keys")
+	mustRun(t, "", "keygen", "--agent", "agent:local.issuer", "--out", issuer)
+	mustRun(t, "", "keygen", "--agent", "agent:acme.advisor", "--out", agent)
+	agentKey := filepath.Join(agent, "key-1.private.jwk.json")
+	const inbox = "http://127.0.0.1:8080/v1/arsia/inbox"
+	tok := strings.TrimSpace(mustRun(t, "", "token", "issue", "--key", filepath.Join(issuer, "key-1.private.jwk.json"),
+		"--iss", "https://as.example.com", "--sub", "agent:acme.advisor", "--aud", "agent:local.custos",
+		"--scope", "demo.echo", "--ttl", "5m", "--dpop-key", agentKey))
+	proof := strings.TrimSpace(mustRun(t, "", "token", "dpop", "--key", agentKey, "--url", inbox, "--token", tok))
+	cfg := config.Default()
+	cfg.Tokens = config.Tokens{Mode: "dpop", MaxLifetime: 5 * time.Minute,
+		Issuers: []config.TokenIssuer{{Issuer: "https://as.example.com", JWKSFile: filepath.Join(issuer, "jwks.json")}}}
+	if err := cfg.Check(); err != nil {
+		t.Fatal(err)
+	}
+	q := gateway.AuthzQuery{Sender: "agent:acme.advisor", Recipient: "agent:local.custos", Capabilities: []string{"demo.echo"},
+		Authorization: "DPoP " + tok, DPoP: proof, Method: "POST", URL: inbox, Now: time.Now()}
+	loc := store.Location{Kind: store.KindSQLite, Path: filepath.Join(dir, "data", store.StateFile)}
+	for i, want := range []string{"", authz.ReasonDPoPReplay} {
+		st, err := store.Open(t.Context(), loc, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		az, err := newAuthorizer(cfg, st.Replay, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, e := az.Authorize(t.Context(), q)
+		switch {
+		case want == "" && e != nil:
+			t.Fatalf("start %d: %v (%v)", i, e, errOf(e))
+		case want != "" && (e == nil || e.Details["reason"] != want):
+			t.Fatalf("start %d: the proof was accepted again after a restart: %v", i, e)
+		}
+		if err := st.Close(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
