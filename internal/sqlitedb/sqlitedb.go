@@ -74,8 +74,6 @@ type DB struct {
 	closed    bool
 	// stmts caches prepared statements by their text (see Prepare).
 	stmts sync.Map
-	// commits wakes followers after each commit (see Changed).
-	commits commits
 	// stats counts committed transactions and the writes they carried.
 	stats struct{ commits, writes atomic.Uint64 }
 }
@@ -387,7 +385,6 @@ func (s *DB) runBatch(batch []*writeOp) {
 			if err == nil {
 				s.stats.commits.Add(1)
 				s.stats.writes.Add(uint64(len(live)))
-				s.committed()
 			}
 			for _, op := range live {
 				switch {

@@ -2,7 +2,6 @@ package sqlitedb
 
 import (
 	"context"
-	"sync"
 )
 
 // A unit of work is one write transaction that several stores sharing a
@@ -34,6 +33,8 @@ type unit struct {
 	tx *Tx
 	// failed is the first error of a joined write: the unit fails with it.
 	failed error
+	// committed runs once the unit has committed (AfterCommit).
+	committed []func()
 }
 
 // Unit runs fn in one write transaction that every Write and Read of s
@@ -44,14 +45,36 @@ func (s *DB) Unit(ctx context.Context, fn func(ctx context.Context) error) error
 	if u := s.joined(ctx); u != nil {
 		return u.join(ctx, func(*Tx) error { return fn(ctx) })
 	}
-	return s.Write(ctx, func(tx *Tx) error {
+	// A batch that is retried runs fn again with a new unit: the hooks
+	// are those of the run that committed.
+	var last *unit
+	err := s.Write(ctx, func(tx *Tx) error {
 		u := &unit{db: s, tx: tx}
+		last = u
 		err := fn(context.WithValue(ctx, unitKey{}, u))
 		if err == nil {
 			err = u.failed
 		}
 		return err
 	})
+	if err == nil {
+		for _, f := range last.committed {
+			f()
+		}
+	}
+	return err
+}
+
+// AfterCommit runs f once what a write made with ctx is committed: at
+// once outside a unit of work (the write has returned, so it committed),
+// after the unit's commit inside one (never, if the unit fails). Stores
+// use it to tell followers about a change only when it can be read.
+func (s *DB) AfterCommit(ctx context.Context, f func()) {
+	if u := s.joined(ctx); u != nil {
+		u.committed = append(u.committed, f)
+		return
+	}
+	f()
 }
 
 // InUnit reports whether ctx carries a unit of work of s.
@@ -78,37 +101,4 @@ func (u *unit) join(ctx context.Context, fn func(*Tx) error) error {
 		u.failed = err
 	}
 	return err
-}
-
-// commits is how a DB tells whoever follows its changes that a write
-// transaction committed (see Changed).
-type commits struct {
-	mu sync.Mutex
-	ch chan struct{}
-}
-
-// Changed returns a channel closed at the next commit of a write
-// transaction through s (any write of any store on s, in this process).
-// Followers wait on it instead of polling, then call Changed again
-// before they read, so no commit is missed: one that lands between the
-// read and the next wait closes the channel they already hold. Writes of
-// other processes on the same file are not seen: followers poll slowly
-// for those.
-func (s *DB) Changed() <-chan struct{} {
-	s.commits.mu.Lock()
-	defer s.commits.mu.Unlock()
-	if s.commits.ch == nil {
-		s.commits.ch = make(chan struct{})
-	}
-	return s.commits.ch
-}
-
-// committed wakes the followers of s.
-func (s *DB) committed() {
-	s.commits.mu.Lock()
-	if s.commits.ch != nil {
-		close(s.commits.ch)
-		s.commits.ch = nil
-	}
-	s.commits.mu.Unlock()
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
-	"sync"
 	"testing"
 	"testing/fstest"
 	"time"
@@ -124,34 +123,6 @@ func TestUnitOtherDB(t *testing.T) {
 	}
 }
 
-// Changed is closed by the next commit, whichever goroutine writes, and
-// not by a write that fails.
-func TestChanged(t *testing.T) {
-	ctx := t.Context()
-	d := open(t, filepath.Join(t.TempDir(), "c.db"), nil)
-	ch := d.Changed()
-	if err := d.Write(ctx, func(*Tx) error { return errors.New("no") }); err == nil {
-		t.Fatal("failing write succeeded")
-	}
-	select {
-	case <-ch:
-		t.Fatal("Changed closed by a failed write")
-	default:
-	}
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { defer wg.Done(); _ = put(ctx, d, "z", 1) }()
-	select {
-	case <-ch:
-	case <-time.After(5 * time.Second):
-		t.Fatal("Changed not closed by a commit")
-	}
-	wg.Wait()
-	if d.Changed() == ch {
-		t.Fatal("Changed returned a closed channel again")
-	}
-}
-
 // Several migration sets share one file, each in its own table.
 func TestMigrateTables(t *testing.T) {
 	ctx := t.Context()
@@ -192,5 +163,42 @@ func TestStatsCountAUnitOnce(t *testing.T) {
 	after := d.Stats()
 	if after.Commits-before.Commits != 1 || after.Writes-before.Writes != 1 {
 		t.Fatalf("stats %+v -> %+v", before, after)
+	}
+}
+
+// AfterCommit runs at once outside a unit, after the commit inside one,
+// and never for a unit that fails.
+func TestAfterCommit(t *testing.T) {
+	ctx := t.Context()
+	d := open(t, filepath.Join(t.TempDir(), "a.db"), nil)
+	ran := 0
+	d.AfterCommit(ctx, func() { ran++ })
+	if ran != 1 {
+		t.Fatalf("outside a unit: ran %d", ran)
+	}
+	err := d.Unit(ctx, func(ctx context.Context) error {
+		if err := put(ctx, d, "k", 1); err != nil {
+			return err
+		}
+		d.AfterCommit(ctx, func() {
+			if _, ok := get(t, d, "k"); !ok {
+				t.Error("the hook ran before the write could be read")
+			}
+			ran++
+		})
+		if ran != 1 {
+			t.Error("the hook ran inside the unit")
+		}
+		return nil
+	})
+	if err != nil || ran != 2 {
+		t.Fatalf("after the unit: %v, ran %d", err, ran)
+	}
+	_ = d.Unit(ctx, func(ctx context.Context) error {
+		d.AfterCommit(ctx, func() { ran++ })
+		return errors.New("fails")
+	})
+	if ran != 2 {
+		t.Fatalf("a failed unit ran its hook")
 	}
 }

@@ -3,7 +3,6 @@ package sqlitestore
 import (
 	"context"
 	"sync"
-	"time"
 
 	"github.com/custos-runtime/custos/aais"
 	"github.com/custos-runtime/custos/internal/sqlitedb"
@@ -56,27 +55,12 @@ func (s *Store) Changes(ctx context.Context) (<-chan struct{}, error) {
 // one a poll interval.
 //
 // Inside a unit of work (sqlitedb.DB.Unit) the write returns before its
-// transaction commits: a follower woken then would read too early and wait
-// for the next poll. The watchers are woken at the next commit of the DB
-// instead, which is the unit's (the writer runs one transaction at a time,
-// and the unit is in the one running now).
+// transaction commits: the watchers are woken when the unit commits, so
+// that a follower never reads too early and waits for the next poll.
 func (s *Store) write(ctx context.Context, fn func(*sqlitedb.Tx) error) error {
-	if s.db.InUnit(ctx) {
-		committed := s.db.Changed()
-		err := s.db.Write(ctx, fn)
-		go func(path string) {
-			t := time.NewTimer(time.Minute)
-			defer t.Stop()
-			select {
-			case <-committed:
-				wake(path)
-			case <-t.C: // the unit failed and nothing committed since
-			}
-		}(s.db.Path())
-		return err
-	}
 	err := s.db.Write(ctx, fn)
-	wake(s.db.Path())
+	path := s.db.Path()
+	s.db.AfterCommit(ctx, func() { wake(path) })
 	return err
 }
 
