@@ -590,10 +590,8 @@ func (g *Gateway) receive(ctx context.Context, in Inbound, who *requestInfo) Rep
 		// move on (ending it here would race them: an approval submitted
 		// for an exchange that had ended).
 		rep := g.internal(ctx, from, msgID, now, auditErr)
-		if x.State == exchange.Executing {
-			if _, err := g.o.Exchanges.Get(context.WithoutCancel(ctx), x.ID); err == nil {
-				g.abandon(context.WithoutCancel(ctx), x, rep)
-			}
+		if x.State == exchange.Executing && !g.atomic() {
+			g.abandon(context.WithoutCancel(ctx), x, rep)
 		}
 		return rep
 	case errors.Is(err, exchange.ErrKeyReused):
