@@ -25,8 +25,7 @@ import (
 	"github.com/custos-runtime/custos/gateway/exchange"
 	"github.com/custos-runtime/custos/gateway/handler"
 	"github.com/custos-runtime/custos/jcs"
-	"github.com/custos-runtime/custos/store/memstore"
-	"github.com/custos-runtime/custos/store/sqliteexchange"
+	"github.com/custos-runtime/custos/store"
 )
 
 const (
@@ -92,7 +91,7 @@ func (w *writeCounter) MarkTimedOut(ctx context.Context, id string) (bool, error
 type fuzzRig struct {
 	g      *Gateway
 	xs     *writeCounter
-	st     *memstore.Store
+	st     aais.Store
 	signer sig.Signer
 	kid    string
 	gwKeys sig.KeySource
@@ -118,28 +117,30 @@ func newFuzzRig(tb testing.TB) *fuzzRig {
 	gwKID := fuzzGateway + "#gw-1"
 	r.gwKeys = sig.NewStaticJWKS(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: gwPub, KeyID: gwKID, Algorithm: "EdDSA", Use: "sig"}}})
 	now := func() time.Time { return fuzzNow }
-	r.st = memstore.New()
-	auth, err := aais.NewAuthority(r.st, &aais.AuthorityOptions{Now: now})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	// The exchange store syncs every write: on tmpfs that costs nothing.
+	// The state custos serve runs on, one file, each step a unit of work.
+	// It syncs every write: on tmpfs that costs nothing.
 	dir := tb.TempDir()
 	if d, err := os.MkdirTemp("/dev/shm", "custos-fuzz-"); err == nil {
 		dir = d
 		tb.Cleanup(func() { _ = os.RemoveAll(d) })
 	}
-	xs, err := sqliteexchange.Open(context.Background(), filepath.Join(dir, "x.db"), &sqliteexchange.Options{Now: now})
+	state, err := store.Open(context.Background(), store.Location{Kind: store.KindSQLite, Path: filepath.Join(dir, store.StateFile)},
+		&store.StateOptions{Now: now})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(func() { _ = xs.Close() })
-	r.xs = &writeCounter{Backend: xs}
+	tb.Cleanup(func() { _ = state.Close() })
+	r.st = state.Approvals
+	auth, err := aais.NewAuthority(r.st, &aais.AuthorityOptions{Now: now})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	r.xs = &writeCounter{Backend: state.Exchanges}
 	r.g, err = New(Options{
 		Agent: fuzzGateway, Signer: gwSigner, KID: gwKID, Keys: senders,
 		Grants:    map[string][]string{fuzzSender: {"demo.echo", "demo.other"}},
 		Handlers:  map[string]handler.Handler{"demo.echo": handler.NewEcho(), "demo.other": handler.NewEcho(), "demo.ungranted": handler.NewEcho()},
-		Authority: auth, Exchanges: r.xs, Audit: audit.New(audit.NewMemory(), nil),
+		Authority: auth, Exchanges: r.xs, Audit: audit.New(state.Audit, nil), Units: state,
 		Now: now, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {
