@@ -145,6 +145,11 @@ type Gateway struct {
 	// resuming holds the ids of the exchanges a goroutine of this process
 	// is moving on (resumeOne).
 	resuming sync.Map
+	// reconciling holds the ids of the exchanges in received a goroutine
+	// of this process is advancing (reconcile). Apart from resuming: an
+	// advance that finds its approval decided already resumes the
+	// exchange at once, which a marker shared with reconcile would refuse.
+	reconciling sync.Map
 	// running holds the ids of the exchanges claimed by this process
 	// whose call a goroutine of it is running or recording.
 	running sync.Map

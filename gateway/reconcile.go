@@ -240,11 +240,11 @@ func (g *Gateway) reconcile(ctx context.Context, every bool) (int, error) {
 		if !every && now.Sub(x.UpdatedAt) < ReconcileAfter {
 			continue
 		}
-		if _, busy := g.resuming.LoadOrStore(x.ID, true); busy {
+		if _, busy := g.reconciling.LoadOrStore(x.ID, true); busy {
 			continue
 		}
 		func() {
-			defer g.resuming.Delete(x.ID)
+			defer g.reconciling.Delete(x.ID)
 			xctx := withTrace(ctx, x.TraceID)
 			if len(x.Request) == 0 {
 				rep := g.errorReply(xctx, x.Sender, x.MessageID, &arsia.Error{Code: arsia.CodeInternalError,
