@@ -71,8 +71,8 @@ type Options struct {
 	// Units, when set, makes the writes of one pipeline step (the
 	// exchange's state, its approval request or resolution, the audit
 	// record that describes them) one transaction: store.State on one
-	// SQLite file. Nil writes each on its own, and the pipeline recovers
-	// from a crash between them (reconcile).
+	// SQLite file or one PostgreSQL pool. Nil writes each on its own, and
+	// the pipeline recovers from a crash between them (reconcile).
 	Units UnitOfWork
 	// Profiles are the compliance profiles (the bundled ones when nil).
 	Profiles *compliance.Registry

@@ -8,12 +8,14 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/custos-runtime/custos/aais"
 	"github.com/custos-runtime/custos/arsia/auth"
 	"github.com/custos-runtime/custos/audit"
 	"github.com/custos-runtime/custos/gateway/exchange"
+	"github.com/custos-runtime/custos/internal/pgutil"
 	"github.com/custos-runtime/custos/internal/sqlitedb"
 	"github.com/custos-runtime/custos/store/filestore"
 	"github.com/custos-runtime/custos/store/memstore"
@@ -31,7 +33,8 @@ import (
 // State is everything one deployment of custos serve keeps: on SQLite one
 // database file (approvals, exchanges, audit log, DPoP replay set: one
 // writer, one group commit, units of work across them), on PostgreSQL one
-// schema shared by every replica (the rate limits too).
+// schema shared by every replica (the rate limits too), every store of a
+// replica on one pool, with units of work across them too.
 type State struct {
 	// Location is where the state is.
 	Location Location
@@ -66,8 +69,9 @@ type State struct {
 
 // Unit runs fn so that every write of the state it makes with its
 // context commits in one transaction, or none does (when Atomic: every
-// store on one SQLite file; see sqlitedb.DB.Unit). Otherwise fn runs as
-// it is, each write on its own.
+// store on one SQLite file, or on one PostgreSQL pool; see
+// sqlitedb.DB.Unit and pgutil.Units). Otherwise fn runs as it is, each
+// write on its own.
 func (s *State) Unit(ctx context.Context, fn func(ctx context.Context) error) error {
 	if s.units == nil {
 		return fn(ctx)
@@ -87,9 +91,16 @@ func (s *State) Commits() (commits, writes uint64) {
 }
 
 // Atomic reports whether Unit commits the writes of every store together:
-// true on a SQLite state file, false on PostgreSQL and when the approvals
-// are kept in memory or in a JSON file.
+// true on a SQLite state file and on a PostgreSQL schema, false when the
+// approvals are kept in memory or in a JSON file, or the audit log apart.
 func (s *State) Atomic() bool { return s.units != nil }
+
+// pgUnits are units of work on the schema's pool.
+type pgUnits struct{ *pgutil.Units }
+
+func (u pgUnits) Unit(ctx context.Context, fn func(context.Context) error) error {
+	return u.Run(ctx, fn)
+}
 
 // Close closes everything Open opened, in reverse order.
 func (s *State) Close() error {
@@ -235,13 +246,19 @@ func (s *State) openSQLite(ctx context.Context, path string, xo *sqliteexchange.
 // openPostgres opens the pool of the approval store and every other
 // store on it, in one schema.
 func (s *State) openPostgres(ctx context.Context, l Location, o *StateOptions) error {
-	pg, err := pgstore.Open(ctx, l.DSN, &pgstore.Options{Schema: l.Schema})
+	// One pool for every store, so that their writes join one unit of
+	// work; the exchanges' share of it was a pool of its own before.
+	var conns int32
+	if !strings.Contains(l.DSN, "pool_max_conns") {
+		conns = 2 * pgstore.DefaultMaxConns
+	}
+	pg, err := pgstore.Open(ctx, l.DSN, &pgstore.Options{Schema: l.Schema, MaxConns: conns})
 	if err != nil {
 		return err
 	}
 	s.closers = append(s.closers, pg)
 	s.Approvals, s.Shared, s.Instance = pg, true, o.Instance
-	xs, err := pgexchange.Open(ctx, l.DSN, &pgexchange.Options{Schema: l.Schema, Instance: o.Instance})
+	xs, err := pgexchange.New(ctx, pg.Pool(), &pgexchange.Options{Schema: l.Schema, Instance: o.Instance})
 	if err != nil {
 		return fmt.Errorf("exchange store: %w", err)
 	}
@@ -267,6 +284,9 @@ func (s *State) openPostgres(ctx context.Context, l Location, o *StateOptions) e
 			return fmt.Errorf("audit log: %w", err)
 		}
 		s.Audit = b
+		s.closers = append(s.closers, b)
+		// Every unit takes the chain's head first (pgaudit.LockHead).
+		s.units = pgUnits{pgutil.NewUnits(&pgutil.Runner{Pool: pg.Pool()}, 0, 2, b.LockHead)}
 	}
 	return nil
 }

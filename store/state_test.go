@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 	"github.com/custos-runtime/custos/audit/audittest"
 	"github.com/custos-runtime/custos/gateway/exchange"
 	"github.com/custos-runtime/custos/gateway/exchange/exchangetest"
+	"github.com/custos-runtime/custos/internal/pgutil/pgtest"
 	"github.com/custos-runtime/custos/store"
 )
 
@@ -59,63 +62,162 @@ func TestStateFileKits(t *testing.T) {
 	})
 }
 
+// stateBackends are the places a State can be: a SQLite state file, and
+// a PostgreSQL schema (skipped without CUSTOS_TEST_POSTGRES_DSN). open
+// returns a new State at the same place on every call.
+func stateBackends(t *testing.T) map[string]func(t *testing.T) (open func() *store.State) {
+	return map[string]func(t *testing.T) func() *store.State{
+		"sqlite": func(t *testing.T) func() *store.State {
+			path := filepath.Join(t.TempDir(), store.StateFile)
+			return func() *store.State { return openState(t, path, nil) }
+		},
+		"postgres": func(t *testing.T) func() *store.State {
+			loc := store.Location{Kind: store.KindPostgres, DSN: pgtest.DSN(t), Schema: pgtest.Schema(t)}
+			return func() *store.State {
+				s, err := store.Open(t.Context(), loc, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = s.Close() })
+				return s
+			}
+		},
+	}
+}
+
+// unitStep is one pipeline step of request n as a unit: its exchange,
+// its approval request and its audit record, then fail.
+func unitStep(t *testing.T, s *store.State, auth *aais.Authority, log *audit.Log, n string, fail error) error {
+	return s.Unit(t.Context(), func(ctx context.Context) error {
+		x, created, err := s.Exchanges.Create(ctx, exchange.Exchange{Sender: "agent:acme.a", MessageID: "m_" + n, Capability: "c"})
+		if err != nil || !created {
+			return errors.Join(err, errors.New("not created"))
+		}
+		if _, err := auth.Submit(ctx, aaistest.Request(t, time.Now(), "r_"+n)); err != nil {
+			return err
+		}
+		if _, err := log.Append(ctx, audit.Record{Kind: audit.KindReceived, MessageID: "m_" + n, Details: map[string]any{"exchange_id": x.ID}}); err != nil {
+			return err
+		}
+		return fail
+	})
+}
+
 // A unit of work across the three stores commits all of its writes or
 // none: the exchange, the approval request and the audit record of one
 // step are never separated.
 func TestStateUnit(t *testing.T) {
-	ctx := t.Context()
-	path := filepath.Join(t.TempDir(), store.StateFile)
-	s := openState(t, path, nil)
-	auth, err := aais.NewAuthority(s.Approvals, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := audit.New(s.Audit, nil)
-	now := time.Now()
-	step := func(n string, fail error) error {
-		return s.Unit(ctx, func(ctx context.Context) error {
-			x, created, err := s.Exchanges.Create(ctx, exchange.Exchange{Sender: "agent:acme.a", MessageID: "m_" + n, Capability: "c"})
-			if err != nil || !created {
-				return errors.Join(err, errors.New("not created"))
+	for name, backend := range stateBackends(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := t.Context()
+			open := backend(t)
+			s := open()
+			if !s.Atomic() {
+				t.Fatal("not atomic")
 			}
-			if _, err := auth.Submit(ctx, aaistest.Request(t, now, "r_"+n)); err != nil {
-				return err
+			auth, err := aais.NewAuthority(s.Approvals, nil)
+			if err != nil {
+				t.Fatal(err)
 			}
-			if _, err := log.Append(ctx, audit.Record{Kind: audit.KindReceived, MessageID: "m_" + n, Details: map[string]any{"exchange_id": x.ID}}); err != nil {
-				return err
+			log := audit.New(s.Audit, nil)
+			boom := errors.New("crash before commit")
+			if err := unitStep(t, s, auth, log, "1", boom); !errors.Is(err, boom) {
+				t.Fatalf("step = %v", err)
 			}
-			return fail
+			if err := unitStep(t, s, auth, log, "2", nil); err != nil {
+				t.Fatal(err)
+			}
+			// Read back through a second, fresh handle.
+			r := open()
+			if _, err := r.Exchanges.BySender(ctx, "agent:acme.a", "m_1"); !errors.Is(err, exchange.ErrNotFound) {
+				t.Errorf("exchange of the failed unit: %v", err)
+			}
+			if _, err := r.Approvals.RequestState(ctx, "apr_r_1"); !errors.Is(err, aais.ErrUnknownRequest) {
+				t.Errorf("approval of the failed unit: %v", err)
+			}
+			if _, err := r.Exchanges.BySender(ctx, "agent:acme.a", "m_2"); err != nil {
+				t.Errorf("exchange of the committed unit: %v", err)
+			}
+			if _, err := r.Approvals.RequestState(ctx, "apr_r_2"); err != nil {
+				t.Errorf("approval of the committed unit: %v", err)
+			}
+			rep, err := audit.New(r.Audit, nil).Verify(ctx)
+			if err != nil || !rep.OK() || rep.Records != 1 {
+				t.Errorf("audit after one committed unit: %+v, %v", rep, err)
+			}
+			// The approval stream has exactly the committed request's event.
+			page, err := r.Approvals.EventsAfter(ctx, 0, 0)
+			if err != nil || len(page.Events) != 1 || page.Events[0].Sequence != 1 {
+				t.Errorf("events: %+v, %v", page, err)
+			}
 		})
 	}
-	boom := errors.New("crash before commit")
-	if err := step("1", boom); !errors.Is(err, boom) {
-		t.Fatalf("step = %v", err)
-	}
-	if err := step("2", nil); err != nil {
-		t.Fatal(err)
-	}
-	// Read back through a second, fresh handle on the file.
-	r := openState(t, path, nil)
-	if _, err := r.Exchanges.BySender(ctx, "agent:acme.a", "m_1"); !errors.Is(err, exchange.ErrNotFound) {
-		t.Errorf("exchange of the failed unit: %v", err)
-	}
-	if _, err := r.Approvals.RequestState(ctx, "apr_r_1"); !errors.Is(err, aais.ErrUnknownRequest) {
-		t.Errorf("approval of the failed unit: %v", err)
-	}
-	if _, err := r.Exchanges.BySender(ctx, "agent:acme.a", "m_2"); err != nil {
-		t.Errorf("exchange of the committed unit: %v", err)
-	}
-	if _, err := r.Approvals.RequestState(ctx, "apr_r_2"); err != nil {
-		t.Errorf("approval of the committed unit: %v", err)
-	}
-	rep, err := audit.New(r.Audit, nil).Verify(ctx)
-	if err != nil || !rep.OK() || rep.Records != 1 {
-		t.Errorf("audit after one committed unit: %+v, %v", rep, err)
-	}
-	// The approval stream has exactly the committed request's event.
-	page, err := r.Approvals.EventsAfter(ctx, 0, 0)
-	if err != nil || len(page.Events) != 1 || page.Events[0].Sequence != 1 {
-		t.Errorf("events: %+v, %v", page, err)
+}
+
+// Concurrent units share transactions (group commit); one that fails
+// after writing takes nothing of the others with it and leaves nothing of
+// its own, and a write that fails inside a unit (an id taken) fails it.
+func TestStateConcurrentUnits(t *testing.T) {
+	for name, backend := range stateBackends(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := t.Context()
+			open := backend(t)
+			s := open()
+			auth, err := aais.NewAuthority(s.Approvals, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			log := audit.New(s.Audit, nil)
+			boom := errors.New("refused after writing")
+			const n = 48
+			errs := make([]error, n)
+			var wg sync.WaitGroup
+			for i := range n {
+				wg.Go(func() {
+					var fail error
+					if i%3 == 1 {
+						fail = boom
+					}
+					errs[i] = unitStep(t, s, auth, log, strconv.Itoa(i), fail)
+				})
+			}
+			wg.Wait()
+			// A second step for a message already recorded: its exchange
+			// is not created, and it writes nothing else.
+			if err := unitStep(t, s, auth, log, "0", nil); err == nil {
+				t.Error("a repeated step succeeded")
+			}
+			r := open()
+			committed := 0
+			for i, err := range errs {
+				_, xerr := r.Exchanges.BySender(ctx, "agent:acme.a", "m_"+strconv.Itoa(i))
+				_, aerr := r.Approvals.RequestState(ctx, "apr_r_"+strconv.Itoa(i))
+				switch {
+				case i%3 == 1:
+					if !errors.Is(err, boom) || !errors.Is(xerr, exchange.ErrNotFound) || !errors.Is(aerr, aais.ErrUnknownRequest) {
+						t.Errorf("failed unit %d: %v; exchange %v, approval %v", i, err, xerr, aerr)
+					}
+				default:
+					committed++
+					if err != nil || xerr != nil || aerr != nil {
+						t.Errorf("unit %d: %v; exchange %v, approval %v", i, err, xerr, aerr)
+					}
+				}
+			}
+			rep, err := audit.New(r.Audit, nil).Verify(ctx)
+			if err != nil || !rep.OK() || rep.Records != committed {
+				t.Errorf("audit: %+v, %v; want %d records", rep, err, committed)
+			}
+			page, err := r.Approvals.EventsAfter(ctx, 0, 0)
+			if err != nil || len(page.Events) != committed {
+				t.Fatalf("events: %d, %v; want %d", len(page.Events), err, committed)
+			}
+			for i, e := range page.Events {
+				if e.Sequence != uint64(i+1) {
+					t.Fatalf("event %d has sequence %d: a hole", i, e.Sequence)
+				}
+			}
+		})
 	}
 }
 

@@ -44,14 +44,43 @@ type Batcher struct {
 	// (1 when zero): with more, one prepares while another commits, but
 	// the writes are spread over smaller batches.
 	Conns int
+	// Txs, when positive, is the most transactions the Batcher has open
+	// at once, batches and writes run alone together (a failed batch runs
+	// each of its writes alone): writes that hold their connection while
+	// they wait for one lock (units of work, on the audit chain's head)
+	// then leave the rest of the pool to everything else.
+	Txs int
 	// Finish writes the values the batch's Prepare functions returned (in
 	// order, none nil) and commits tx, through SendCommit, in one round
 	// trip. It may set results inside the values.
 	Finish func(ctx context.Context, tx pgx.Tx, prepared []any) error
+	// Append, when not nil, writes the one value a Prepare returned
+	// without committing: a write made with the context of a unit of work
+	// on the same pool (Joined) is prepared and appended at once in the
+	// unit's transaction, where the writes before it are visible, so it
+	// claims nothing. When nil, writes never join a unit.
+	Append func(ctx context.Context, tx pgx.Tx, prepared any) error
 
 	mu      sync.Mutex
 	queue   []*batchJob
 	leaders int
+	// slots holds a token per open transaction when Txs is positive.
+	slotsOnce sync.Once
+	slots     chan struct{}
+}
+
+// take waits for a transaction slot (see Txs) and returns its release.
+func (b *Batcher) take(ctx context.Context) (func(), error) {
+	if b.Txs <= 0 {
+		return func() {}, nil
+	}
+	b.slotsOnce.Do(func() { b.slots = make(chan struct{}, b.Txs) })
+	select {
+	case b.slots <- struct{}{}:
+		return func() { <-b.slots }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 // Batch is the state the Prepare functions of one transaction share.
@@ -109,6 +138,19 @@ func (b *Batcher) WriteQueued(ctx context.Context, queue func(*pgx.Batch), fn Pr
 	if err := b.R.closed(); err != nil {
 		return err
 	}
+	if u := Joined(ctx, b.R.Pool); u != nil && b.Append != nil {
+		return u.Join(ctx, func(ctx context.Context, tx pgx.Tx) error {
+			j := &batchJob{ctx: ctx, queue: queue}
+			if err := sendQueued(ctx, tx, []*batchJob{j}); err != nil {
+				return err
+			}
+			p, err := fn(ctx, tx, &Batch{})
+			if err != nil {
+				return err
+			}
+			return b.Append(ctx, tx, p)
+		})
+	}
 	j := &batchJob{ctx: ctx, queue: queue, fn: fn, done: make(chan error, 1)}
 	if b.Max == 1 {
 		return b.alone(j)
@@ -162,6 +204,11 @@ func (b *Batcher) alone(j *batchJob) error {
 // nothing written and may be retried.
 func (b *Batcher) once(j *batchJob) (err error, retry bool) {
 	ctx := j.ctx
+	release, err := b.take(ctx)
+	if err != nil {
+		return err, false
+	}
+	defer release()
 	c, err := b.R.Pool.Acquire(ctx)
 	if err != nil {
 		return err, ctx.Err() == nil
@@ -232,6 +279,8 @@ func (b *Batcher) run(batch []*batchJob) {
 	// The batch's statements are not cancelled by any one caller: a
 	// cancelled query would break the connection for all of them.
 	ctx := context.WithoutCancel(live[0].ctx)
+	release, _ := b.take(ctx)
+	defer release()
 	c, err := b.R.Pool.Acquire(ctx)
 	if err != nil {
 		allAlone(live)
@@ -263,7 +312,14 @@ func (b *Batcher) run(batch []*batchJob) {
 			allAlone(live)
 			return
 		}
+		var uf unitFailed
 		switch {
+		case errors.As(err, &uf):
+			// A unit of work wrote before it failed: nothing of the
+			// batch can commit.
+			_ = tx.Rollback(ctx)
+			allAlone(live)
+			return
 		case err == nil:
 			in = append(in, j)
 			prepared = append(prepared, p)

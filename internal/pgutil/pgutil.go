@@ -1,7 +1,9 @@
 // Package pgutil holds what the PostgreSQL stores of Custos share
-// (store/pgstore, gateway/exchange/pgexchange): the pool configuration
-// (one schema on the search path), transactions retried on transient
-// failures, and versioned migrations applied under an advisory lock.
+// (store/pgstore, store/pgexchange, store/pgaudit, ...): the pool
+// configuration (one schema on the search path), transactions retried on
+// transient failures, group commit (Batcher), units of work across the
+// stores on one pool (Units), and versioned migrations applied under an
+// advisory lock.
 package pgutil
 
 import (
@@ -112,8 +114,16 @@ func (r *Runner) closed() error {
 // rolled it back). ctx is checked before every attempt and after fn, so a
 // context done before the commit writes nothing. COMMIT itself is not
 // cancelled by ctx: once it is sent its outcome is awaited. fn returning
-// ErrNoChange rolls back and reports success.
+// ErrNoChange rolls back and reports success. Made with the context of a
+// unit of work on r's pool (Units), fn runs once in the unit's
+// transaction instead, and commits with it.
 func (r *Runner) Write(ctx context.Context, fn func(ctx context.Context, tx pgx.Tx) error) error {
+	if u := Joined(ctx, r.Pool); u != nil {
+		if err := r.closed(); err != nil {
+			return err
+		}
+		return u.Join(ctx, fn)
+	}
 	return r.retry(ctx, func() (error, bool) { return r.writeOnce(ctx, fn) })
 }
 
@@ -177,7 +187,17 @@ func (r *Runner) writeOnce(ctx context.Context, fn func(context.Context, pgx.Tx)
 
 // Read runs fn (a single statement, or statements that need no common
 // snapshot) and retries it on the same transient failures as Write.
+//
+// Made with the context of a unit of work on r's pool, fn runs once (its
+// statements on the unit's transaction, through Reader), and its failure
+// fails the unit: PostgreSQL has aborted the transaction.
 func (r *Runner) Read(ctx context.Context, fn func(ctx context.Context) error) error {
+	if u := Joined(ctx, r.Pool); u != nil {
+		if err := r.closed(); err != nil {
+			return err
+		}
+		return u.Join(ctx, func(ctx context.Context, _ pgx.Tx) error { return fn(ctx) })
+	}
 	delay := time.Millisecond
 	for attempt := 1; ; attempt++ {
 		if err := ctx.Err(); err != nil {

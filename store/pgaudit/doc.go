@@ -43,6 +43,12 @@
 // MaxBatch 1 runs every append in its caller's goroutine, in its own
 // transaction.
 //
+// An append made with the context of a unit of work on the Backend's pool
+// (pgutil.Units) bypasses the writer: it is written in the unit's
+// transaction, which took the head's lock first (LockHead) and holds it
+// until the unit commits, together with the exchange and approval writes
+// of the same step.
+//
 // # Storage
 //
 // Tables audit_meta (identity), audit_head and audit_records, and the

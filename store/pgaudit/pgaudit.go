@@ -305,7 +305,7 @@ func (b *Backend) Pool() *pgxpool.Pool { return b.pool }
 func (b *Backend) ID(ctx context.Context) (string, error) {
 	var id string
 	err := b.runner.Read(ctx, func(ctx context.Context) error {
-		return b.pool.QueryRow(ctx, "SELECT log_id FROM "+pgx.Identifier{b.schema, "audit_meta"}.Sanitize()+" WHERE singleton").Scan(&id)
+		return pgutil.Reader(ctx, b.pool).QueryRow(ctx, "SELECT log_id FROM "+pgx.Identifier{b.schema, "audit_meta"}.Sanitize()+" WHERE singleton").Scan(&id)
 	})
 	if err != nil {
 		return "", fmt.Errorf("pgaudit: %w", err)
@@ -322,7 +322,7 @@ func (b *Backend) Head(ctx context.Context) (audit.Anchor, error) {
 	var a audit.Anchor
 	err := b.runner.Read(ctx, func(ctx context.Context) error {
 		var seq int64
-		err := b.pool.QueryRow(ctx, "SELECT last_seq, last_hash FROM "+pgx.Identifier{b.schema, "audit_head"}.Sanitize()+" WHERE singleton").Scan(&seq, &a.Hash)
+		err := pgutil.Reader(ctx, b.pool).QueryRow(ctx, "SELECT last_seq, last_hash FROM "+pgx.Identifier{b.schema, "audit_head"}.Sanitize()+" WHERE singleton").Scan(&seq, &a.Hash)
 		a.Seq = uint64(seq)
 		return err
 	})
@@ -348,6 +348,15 @@ func (b *Backend) AppendSealed(ctx context.Context, build func(last *audit.Recor
 		return audit.Record{}, err
 	}
 	p := &pending{ctx: ctx, build: build, done: make(chan result, 1)}
+	if u := pgutil.Joined(ctx, b.pool); u != nil {
+		b.mu.Lock()
+		closed := b.closed
+		b.mu.Unlock()
+		if closed {
+			return audit.Record{}, errClosed
+		}
+		return b.appendJoined(ctx, u, p)
+	}
 	if b.maxBatch == 1 {
 		b.mu.Lock()
 		if b.closed {
@@ -460,33 +469,8 @@ func (b *Backend) commit(batch []*pending) {
 		out := make([]result, len(batch))
 		var head *headRecord
 		err := b.runner.Write(tctx, func(ctx context.Context, tx pgx.Tx) error {
-			clear(out)
-			head = nil
-			last, err := b.lockHead(ctx, tx)
-			if err != nil {
-				return err
-			}
-			var br pgx.Batch
-			for i, p := range batch {
-				s, err := p.build(last)
-				if err != nil {
-					out[i].err = err
-					continue
-				}
-				if err := b.queueInsert(&br, last, s.Record, s.JSON); err != nil {
-					out[i].err = err
-					continue
-				}
-				out[i].rec = s.Record
-				rec := s.Record
-				last = &rec
-				head = &headRecord{rec: s.Record, json: s.JSON}
-			}
-			if head == nil {
-				return pgutil.ErrNoChange
-			}
-			br.Queue(b.sqlSetHead, int64(head.rec.Seq), head.rec.Hash)
-			if err := tx.SendBatch(ctx, &br).Close(); err != nil {
+			var err error
+			if head, err = b.appendIn(ctx, tx, batch, out); err != nil {
 				return err
 			}
 			for i, p := range batch {
@@ -524,6 +508,82 @@ func (b *Backend) commit(batch []*pending) {
 		}
 		return
 	}
+}
+
+// appendIn appends the records batch builds in tx, after locking the
+// head: out[i] is the answer of batch[i] (a failing build is answered
+// alone), and head the new last record. It returns pgutil.ErrNoChange
+// when every build failed.
+func (b *Backend) appendIn(ctx context.Context, tx pgx.Tx, batch []*pending, out []result) (*headRecord, error) {
+	clear(out)
+	last, err := b.lockHead(ctx, tx)
+	if err != nil {
+		return nil, err
+	}
+	var (
+		br   pgx.Batch
+		head *headRecord
+	)
+	for i, p := range batch {
+		s, err := p.build(last)
+		if err != nil {
+			out[i].err = err
+			continue
+		}
+		if err := b.queueInsert(&br, last, s.Record, s.JSON); err != nil {
+			out[i].err = err
+			continue
+		}
+		out[i].rec = s.Record
+		rec := s.Record
+		last = &rec
+		head = &headRecord{rec: s.Record, json: s.JSON}
+	}
+	if head == nil {
+		return nil, pgutil.ErrNoChange
+	}
+	br.Queue(b.sqlSetHead, int64(head.rec.Seq), head.rec.Hash)
+	if err := tx.SendBatch(ctx, &br).Close(); err != nil {
+		return nil, err
+	}
+	return head, nil
+}
+
+// appendJoined is AppendSealed inside a unit of work (pgutil.Units): the
+// record is written in the unit's transaction, which holds the head's
+// lock until it commits; a failing build fails the unit.
+func (b *Backend) appendJoined(ctx context.Context, u *pgutil.Unit, p *pending) (audit.Record, error) {
+	var rec audit.Record
+	err := u.Join(ctx, func(ctx context.Context, tx pgx.Tx) error {
+		out := make([]result, 1)
+		head, err := b.appendIn(ctx, tx, []*pending{p}, out)
+		if out[0].err != nil {
+			return out[0].err
+		}
+		if err != nil {
+			return err
+		}
+		rec = out[0].rec
+		pgutil.AfterCommit(ctx, b.pool, func() {
+			b.headMu.Lock()
+			b.head = head
+			b.headMu.Unlock()
+		})
+		return nil
+	})
+	if err != nil {
+		return audit.Record{}, fmt.Errorf("pgaudit: %w", err)
+	}
+	return rec, nil
+}
+
+// LockHead locks the chain's head row in tx until tx ends. A unit of
+// work (pgutil.Units) that may append takes it before anything else, so
+// that units, which all take it, lock it and the other stores' rows in
+// one order and never deadlock each other.
+func (b *Backend) LockHead(ctx context.Context, tx pgx.Tx) error {
+	_, err := tx.Exec(ctx, b.sqlLockHead)
+	return err
 }
 
 // lockHead locks the head row and returns the last record (nil for an
@@ -612,7 +672,7 @@ func (b *Backend) Range(ctx context.Context, from uint64, fn func(seq uint64, da
 	for {
 		err := b.runner.Read(ctx, func(ctx context.Context) error {
 			page = page[:0]
-			rows, err := b.pool.Query(ctx, b.sqlRange, next, pageSize)
+			rows, err := pgutil.Reader(ctx, b.pool).Query(ctx, b.sqlRange, next, pageSize)
 			if err != nil {
 				return err
 			}

@@ -37,7 +37,11 @@
 //
 // Every write is one READ COMMITTED transaction, retried whole on
 // serialization failures, deadlocks and connections lost before COMMIT
-// (pgutil.Runner); a context done before COMMIT writes nothing.
+// (pgutil.Runner); a context done before COMMIT writes nothing. A Store
+// made by New on the approval store's pool (as store.Open does) also
+// joins units of work (pgutil.Units): a write made with a unit's context
+// runs in the unit's transaction and commits with the approval and the
+// audit record of the same step.
 //
 //   - Create takes transaction-scoped advisory locks on (sender, message
 //     id) and, with an idempotency key, on the key's scope (always in that

@@ -85,6 +85,8 @@ type Store struct {
 	now      func() time.Time
 	lease    time.Duration
 	closed   atomic.Bool
+	// ownsPool: Open made the pool, and Close closes it.
+	ownsPool bool
 }
 
 var _ exchange.Backend = (*Store)(nil)
@@ -111,9 +113,45 @@ func Open(ctx context.Context, dsn string, o *Options) (*Store, error) {
 	if o == nil {
 		o = &Options{}
 	}
-	s := &Store{schema: o.Schema, instance: o.Instance, now: o.Now, lease: o.DeliveryLease}
+	schema := o.Schema
+	if schema == "" {
+		schema = DefaultSchema
+	}
+	cfg, err := pgutil.PoolConfig(dsn, schema, ApplicationName, o.MaxConns, DefaultMaxConns)
+	if err != nil {
+		return nil, fmt.Errorf("pgexchange: %w", err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("pgexchange: %w", err)
+	}
+	s, err := New(ctx, pool, o)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	s.ownsPool = true
+	return s, nil
+}
+
+// New returns a Store on pool, which Close does not close: the approval
+// store's pool (pgstore.Store.Pool), so that the writes of both join one
+// unit of work (pgutil.Units). The pool's connections must have
+// o.Schema alone on their search_path (pgutil.PoolConfig). It applies the
+// migrations as Open does. o may be nil.
+func New(ctx context.Context, pool *pgxpool.Pool, o *Options) (*Store, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if o == nil {
+		o = &Options{}
+	}
+	s := &Store{pool: pool, schema: o.Schema, instance: o.Instance, now: o.Now, lease: o.DeliveryLease}
 	if s.schema == "" {
 		s.schema = DefaultSchema
+	}
+	if err := pgutil.CheckSchema(s.schema); err != nil {
+		return nil, fmt.Errorf("pgexchange: %w", err)
 	}
 	if s.now == nil {
 		s.now = time.Now
@@ -125,13 +163,6 @@ func Open(ctx context.Context, dsn string, o *Options) (*Store, error) {
 		s.instance = exchange.NewInstance()
 	} else if err := exchange.CheckText("instance", s.instance, exchange.MaxID, true); err != nil {
 		return nil, err
-	}
-	cfg, err := pgutil.PoolConfig(dsn, s.schema, ApplicationName, o.MaxConns, DefaultMaxConns)
-	if err != nil {
-		return nil, fmt.Errorf("pgexchange: %w", err)
-	}
-	if s.pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
-		return nil, fmt.Errorf("pgexchange: %w", err)
 	}
 	s.runner = pgutil.Runner{Pool: s.pool, MaxAttempts: o.MaxAttempts, Closed: func() error {
 		if s.closed.Load() {
@@ -147,16 +178,15 @@ func Open(ctx context.Context, dsn string, o *Options) (*Store, error) {
 		})
 	}
 	if err != nil {
-		s.pool.Close()
 		return nil, fmt.Errorf("pgexchange: open schema %s: %w", s.schema, err)
 	}
 	return s, nil
 }
 
-// Close closes the pool. Writes already acknowledged are committed; calls
-// made after Close fail with exchange.ErrClosed.
+// Close closes the pool when Open made it. Writes already acknowledged
+// are committed; calls made after Close fail with exchange.ErrClosed.
 func (s *Store) Close() error {
-	if !s.closed.Swap(true) {
+	if !s.closed.Swap(true) && s.ownsPool {
 		s.pool.Close()
 	}
 	return nil
@@ -397,7 +427,7 @@ func (s *Store) BySender(ctx context.Context, sender, messageID string) (exchang
 	}
 	var x exchange.Exchange
 	err := s.runner.Read(ctx, func(ctx context.Context) (err error) {
-		x, err = scan(s.pool.QueryRow(ctx, qByKey, sender, messageID))
+		x, err = scan(pgutil.Reader(ctx, s.pool).QueryRow(ctx, qByKey, sender, messageID))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("%w: %s/%s", exchange.ErrNotFound, sender, messageID)
 		}
@@ -554,7 +584,7 @@ func (s *Store) Waiting(ctx context.Context, states ...exchange.State) ([]exchan
 	var out []exchange.Exchange
 	err := s.runner.Read(ctx, func(ctx context.Context) error {
 		out = nil
-		rows, err := s.pool.Query(ctx, "SELECT "+columns+" FROM exchanges WHERE state = ANY($1) ORDER BY seq", names)
+		rows, err := pgutil.Reader(ctx, s.pool).Query(ctx, "SELECT "+columns+" FROM exchanges WHERE state = ANY($1) ORDER BY seq", names)
 		if err != nil {
 			return err
 		}
@@ -644,7 +674,7 @@ func (s *Store) Reviews(ctx context.Context, f exchange.ReviewFilter) ([]exchang
 	var out []exchange.Review
 	err := s.runner.Read(ctx, func(ctx context.Context) error {
 		out = nil
-		rows, err := s.pool.Query(ctx, q, args...)
+		rows, err := pgutil.Reader(ctx, s.pool).Query(ctx, q, args...)
 		if err != nil {
 			return err
 		}
@@ -734,7 +764,7 @@ func (s *Store) MarkTimedOut(ctx context.Context, exchangeID string) (bool, erro
 // overdue at now.
 func (s *Store) ReviewCounts(ctx context.Context, now time.Time) (open, overdue int, err error) {
 	err = s.runner.Read(ctx, func(ctx context.Context) error {
-		return s.pool.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE due_at <= $1) FROM reviews WHERE reviewed_at = 0`,
+		return pgutil.Reader(ctx, s.pool).QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE due_at <= $1) FROM reviews WHERE reviewed_at = 0`,
 			now.UnixNano()).Scan(&open, &overdue)
 	})
 	return open, overdue, wrap(err)

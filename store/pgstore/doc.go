@@ -108,6 +108,17 @@
 // it gets the answer it would have got alone; a batch that fails as a
 // whole is run again write by write.
 //
+// # Units of work
+//
+// A write made with the context of a unit of work on the Store's pool
+// (pgutil.Units: custos serve's reception, resolution and execution
+// steps, which also write exchanges and audit records) is prepared and
+// appended at once in the unit's transaction, without committing: the
+// meta row is then locked from that statement until the unit commits,
+// and the notification is delivered at that commit. The three properties
+// above hold as they are, since the unit is one transaction that takes
+// the meta row once it has written everything before it.
+//
 // # Atomic resolution across replicas
 //
 // ResolveIfPending prepares by locking the request row (SELECT resolved FROM requests

@@ -137,7 +137,7 @@ func Open(ctx context.Context, dsn string, o *Options) (*Store, error) {
 		}
 		return nil
 	}}
-	s.batcher = &pgutil.Batcher{R: &s.runner, Max: o.MaxBatch, Conns: o.BatchConns, Finish: s.finish}
+	s.batcher = &pgutil.Batcher{R: &s.runner, Max: o.MaxBatch, Conns: o.BatchConns, Finish: s.finish, Append: s.appendOne}
 	if err := s.migrate(ctx); err != nil {
 		_ = s.Close()
 		return nil, fmt.Errorf("pgstore: open schema %s: %w", schema, err)
@@ -171,7 +171,7 @@ func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 func (s *Store) ID(ctx context.Context) (string, error) {
 	var id string
 	err := s.read(ctx, func(ctx context.Context) error {
-		return s.pool.QueryRow(ctx, "SELECT store_id FROM meta WHERE singleton").Scan(&id)
+		return pgutil.Reader(ctx, s.pool).QueryRow(ctx, "SELECT store_id FROM meta WHERE singleton").Scan(&id)
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		err = errMetaMissing
@@ -545,7 +545,7 @@ func (s *Store) RequestState(ctx context.Context, id string) (aais.RequestState,
 		dfp             *string
 	)
 	err := s.read(ctx, func(ctx context.Context) error {
-		return s.pool.QueryRow(ctx, `
+		return pgutil.Reader(ctx, s.pool).QueryRow(ctx, `
 			SELECT r.event, r.fingerprint, r.owner, s.event, s.decision_fingerprint
 			FROM requests r LEFT JOIN resolutions s ON s.request_id = r.id
 			WHERE r.id = $1`, id).Scan(&req, &fp, &owner, &res, &dfp)
@@ -726,7 +726,7 @@ func (s *Store) Pending(ctx context.Context) ([]aais.RequestRecord, uint64, erro
 	)
 	err := s.read(ctx, func(ctx context.Context) error {
 		rows, asOf = nil, 0
-		rs, err := s.pool.Query(ctx, `
+		rs, err := pgutil.Reader(ctx, s.pool).Query(ctx, `
 			SELECT m.latest_sequence, p.sequence, p.event, p.fingerprint, p.owner
 			FROM meta m LEFT JOIN LATERAL (
 				SELECT sequence, event, fingerprint, owner FROM requests WHERE NOT resolved
@@ -793,7 +793,7 @@ func (s *Store) EventsAfter(ctx context.Context, after uint64, limit int) (aais.
 	from := int64(min(after, aais.MaxSequence))
 	err := s.read(ctx, func(ctx context.Context) error {
 		page, rows = aais.EventPage{}, nil
-		rs, err := s.pool.Query(ctx, `
+		rs, err := pgutil.Reader(ctx, s.pool).Query(ctx, `
 			SELECT m.store_id, m.latest_sequence, e.sequence, e.json
 			FROM meta m LEFT JOIN LATERAL (
 				SELECT sequence, json FROM events WHERE sequence > $1 ORDER BY sequence LIMIT $2::bigint
@@ -861,7 +861,7 @@ func (s *Store) Rules(ctx context.Context) (aais.RuleSet, error) {
 	var raw [][]byte
 	err := s.read(ctx, func(ctx context.Context) error {
 		raw = nil
-		rs, err := s.pool.Query(ctx, "SELECT json FROM rules")
+		rs, err := pgutil.Reader(ctx, s.pool).Query(ctx, "SELECT json FROM rules")
 		if err != nil {
 			return err
 		}

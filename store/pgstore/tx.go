@@ -185,6 +185,18 @@ SELECT base, store_id, pg_notify($20, store_id || ':' || latest) FROM m`
 // statement and the commit only. PostgreSQL delivers the notification
 // '<store_id>:<last sequence>' at commit, only if it commits.
 func (s *Store) finish(ctx context.Context, tx pgx.Tx, prepared []any) error {
+	return s.appendEvents(ctx, tx, prepared, true)
+}
+
+// appendOne appends what one write prepared inside a unit of work
+// (pgutil.Units), without committing: the meta row stays locked until the
+// unit commits, and its notification is delivered then.
+func (s *Store) appendOne(ctx context.Context, tx pgx.Tx, prepared any) error {
+	return s.appendEvents(ctx, tx, []any{prepared}, false)
+}
+
+// appendEvents is finish, and appendOne when commit is false.
+func (s *Store) appendEvents(ctx context.Context, tx pgx.Tx, prepared []any, commit bool) error {
 	var (
 		types, rids           []string
 		pres, sufs            [][]byte
@@ -231,14 +243,21 @@ func (s *Store) finish(ctx context.Context, tx pgx.Tx, prepared []any) error {
 	b.Queue(appendSQL, n, types, rids, pres, sufs, qIDs, qFPs, qOwners, qResolved, qEv,
 		sRIDs, sDFPs, sByRule, sEv, resolve, lIDs, lRIDs, lRevoked, lJSON, s.channel)
 	var base int64
-	err := pgutil.SendCommit(ctx, tx, &b, func(br pgx.BatchResults) error {
+	read := func(br pgx.BatchResults) error {
 		var id string
 		err := br.QueryRow().Scan(&base, &id, nil)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return errMetaMissing
 		}
 		return err
-	})
+	}
+	var err error
+	if commit {
+		err = pgutil.SendCommit(ctx, tx, &b, read)
+	} else {
+		br := tx.SendBatch(ctx, &b)
+		err = errors.Join(read(br), br.Close())
+	}
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && pe.Code == "23514" && (pe.TableName == "meta" || pe.TableName == "events") {
 		// latest_sequence or an event's sequence beyond MaxSequence.
