@@ -23,7 +23,12 @@ type Backend interface {
 	// durable. When build fails, or ctx is done before the commit, nothing
 	// is stored and the error is returned. build may be called again
 	// when the backend retries a transaction; it must not have side
-	// effects.
+	// effects. Inside a unit of work (a context that carries one of the
+	// backend's database: store.State.Unit) the record is durable when
+	// the unit commits, and a backend may give it its place in the chain
+	// only then (pgaudit does, to hold the chain's lock for the commit
+	// alone): it returns the zero Record, and a build that fails then
+	// fails the unit.
 	Append(ctx context.Context, build func(last *Record) (Record, error)) (Record, error)
 
 	// Range calls fn with the stored JSON of every record whose storage

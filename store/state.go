@@ -285,8 +285,7 @@ func (s *State) openPostgres(ctx context.Context, l Location, o *StateOptions) e
 		}
 		s.Audit = b
 		s.closers = append(s.closers, b)
-		// Every unit takes the chain's head first (pgaudit.LockHead).
-		s.units = pgUnits{pgutil.NewUnits(&pgutil.Runner{Pool: pg.Pool()}, 0, 2, b.LockHead)}
+		s.units = pgUnits{pgutil.NewUnits(&pgutil.Runner{Pool: pg.Pool()}, 0, 2)}
 	}
 	return nil
 }

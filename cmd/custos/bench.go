@@ -29,7 +29,7 @@ func newBenchCommand() *cobra.Command {
 	cmd := &cobra.Command{Use: "bench", Short: "Measure Custos on this machine"}
 	var requests, concurrency, bodyBytes, rounds int
 	var rate float64
-	var cpuprofile string
+	var cpuprofile, storeLoc string
 	gw := &cobra.Command{
 		Use:   "gateway",
 		Short: "Signed not_required requests through the gateway, next to a bare net/http handler",
@@ -42,7 +42,9 @@ all durable). Each body is padded to --body-bytes. The two runs alternate
 load) and the medians are printed: throughput and p50/p99 latency of both,
 and their ratio. With --rate, requests are sent at that fixed rate whatever
 the answers, and latency counts from when each request was due (no
-coordinated omission).`,
+coordinated omission). With --store, the gateway keeps its state there (a
+postgres:// URL: its schema, custos_schema=… naming one) instead of a
+custos.db in a temporary data directory.`,
 		Args: argsExactly(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if requests < 1 || concurrency < 1 || rounds < 1 || bodyBytes < 0 {
@@ -52,7 +54,7 @@ coordinated omission).`,
 				return usageError{fmt.Errorf("--rate must not be negative")}
 			}
 			return benchGateway(cmd.Context(), cmd.OutOrStdout(), benchOptions{requests: requests, concurrency: concurrency,
-				rate: rate, cpuprofile: cpuprofile, bodyBytes: bodyBytes, rounds: rounds})
+				rate: rate, cpuprofile: cpuprofile, bodyBytes: bodyBytes, rounds: rounds, store: storeLoc})
 		},
 	}
 	gw.Flags().IntVar(&requests, "requests", 5000, "requests per run")
@@ -61,6 +63,7 @@ coordinated omission).`,
 	gw.Flags().IntVar(&concurrency, "concurrency", 16, "concurrent clients (closed loop: each sends its next request when answered)")
 	gw.Flags().Float64Var(&rate, "rate", 0, "send at this many requests per second instead (open loop: latency counts from each request's scheduled time)")
 	gw.Flags().StringVar(&cpuprofile, "cpuprofile", "", "write a CPU profile of the gateway run to this file")
+	gw.Flags().StringVar(&storeLoc, "store", "", "where the gateway keeps its state (default a temporary data directory's custos.db)")
 	cmd.AddCommand(gw, newBenchFloodCommand())
 	cmd.AddCommand(newBenchCrashCommand())
 	cmd.AddCommand(newBenchSSECommand())
@@ -80,7 +83,7 @@ type benchOptions struct {
 	requests, concurrency int
 	bodyBytes, rounds     int
 	rate                  float64
-	cpuprofile            string
+	cpuprofile, store     string
 }
 
 // medianRun returns the run with the median throughput, its latencies with
@@ -160,6 +163,7 @@ func benchGateway(ctx context.Context, out io.Writer, o benchOptions) error {
 	cfg.Senders = []config.Sender{{Agent: agent, Capabilities: []string{"bench.*"}}}
 	cfg.Handlers = map[string]config.Handler{"bench.echo": {Type: "echo"}}
 	cfg.RateLimit = config.RateLimit{}
+	cfg.Store = o.store
 	if err := cfg.Check(); err != nil {
 		return err
 	}

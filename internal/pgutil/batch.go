@@ -86,6 +86,10 @@ func (b *Batcher) take(ctx context.Context) (func(), error) {
 // Batch is the state the Prepare functions of one transaction share.
 type Batch struct {
 	claims map[string]struct{}
+	// locals and final are the units of work's (Unit.Local, Unit.Defer).
+	locals map[any]any
+	before []func(context.Context, pgx.Tx) error
+	final  []func(*pgx.Batch)
 }
 
 // Claim reports whether key was not yet claimed in this batch, and claims

@@ -38,6 +38,9 @@ type unitKey struct{}
 type Unit struct {
 	pool *pgxpool.Pool
 	tx   pgx.Tx
+	// batch is the state of the transaction, shared by the units batched
+	// in it (Local, Defer).
+	batch *Batch
 	// failed is the first error of a joined write: the unit fails with it.
 	failed error
 	// committed runs once the unit has committed (AfterCommit).
@@ -83,6 +86,37 @@ func (u *Unit) Join(ctx context.Context, fn func(ctx context.Context, tx pgx.Tx)
 	return err
 }
 
+// Tx returns the unit's transaction.
+func (u *Unit) Tx() pgx.Tx { return u.tx }
+
+// Local returns what a store keeps under key for the unit's transaction,
+// which the units batched in it share (nil when nothing): the audit
+// chain's head once locked, say.
+func (u *Unit) Local(key any) any { return u.batch.locals[key] }
+
+// SetLocal keeps v under key for the unit's transaction (see Local).
+func (u *Unit) SetLocal(key, v any) {
+	if u.batch.locals == nil {
+		u.batch.locals = make(map[any]any)
+	}
+	u.batch.locals[key] = v
+}
+
+// BeforeCommit has f run in the unit's transaction once every unit
+// batched in it has run, before what they deferred and COMMIT are sent:
+// a store takes there the lock every unit needs, so that it is held for
+// the end of the transaction only. A failure of f fails every unit of
+// the transaction, which then run again alone.
+func (u *Unit) BeforeCommit(f func(ctx context.Context, tx pgx.Tx) error) {
+	u.batch.before = append(u.batch.before, f)
+}
+
+// Defer has q queue statements that are sent with the transaction's
+// COMMIT, in the same round trip, after the statements queued before. A
+// failure of one of them fails every unit of the transaction, which then
+// run again alone; a store defers only what it has checked.
+func (u *Unit) Defer(q func(*pgx.Batch)) { u.batch.final = append(u.batch.final, q) }
+
 // unitFailed marks the failure of a unit of work run by a Batcher: the
 // unit wrote to the batch's transaction, which must therefore not commit.
 type unitFailed struct{ err error }
@@ -93,18 +127,14 @@ func (e unitFailed) Unwrap() error { return e.err }
 // Units runs units of work on one pool, batching concurrent ones.
 type Units struct {
 	b *Batcher
-	// begin runs first in every unit transaction (NewUnits).
-	begin func(ctx context.Context, tx pgx.Tx) error
 }
 
 // NewUnits returns units of work on r's pool, up to max per transaction
-// (32 when zero) and conns transactions at once (1 when zero). begin,
-// when not nil, runs first in every transaction: it takes the locks that
-// every unit needs, so that units take them in one order (the audit
-// chain's head before any row of the stores, say) and never deadlock
-// each other.
-func NewUnits(r *Runner, max, conns int, begin func(ctx context.Context, tx pgx.Tx) error) *Units {
-	us := &Units{begin: begin}
+// (32 when zero) and conns transactions at once (1 when zero): the most
+// connections units hold, so that units waiting for a lock never hold
+// the whole pool.
+func NewUnits(r *Runner, max, conns int) *Units {
+	us := &Units{}
 	if conns <= 0 {
 		conns = 1
 	}
@@ -112,9 +142,30 @@ func NewUnits(r *Runner, max, conns int, begin func(ctx context.Context, tx pgx.
 	return us
 }
 
-// commit is the Batcher's Finish: every write of the units is done.
-func (us *Units) commit(ctx context.Context, tx pgx.Tx, _ []any) error {
-	return SendCommit(ctx, tx, &pgx.Batch{}, func(pgx.BatchResults) error { return nil })
+// commit is the Batcher's Finish: it sends what the units deferred
+// (Unit.Defer) and COMMIT.
+func (us *Units) commit(ctx context.Context, tx pgx.Tx, prepared []any) error {
+	var br pgx.Batch
+	if len(prepared) > 0 {
+		st := prepared[0].(*Unit).batch
+		for _, f := range st.before {
+			if err := f(ctx, tx); err != nil {
+				return err
+			}
+		}
+		for _, q := range st.final {
+			q(&br)
+		}
+	}
+	n := br.Len()
+	return SendCommit(ctx, tx, &br, func(r pgx.BatchResults) error {
+		for range n {
+			if _, err := r.Exec(); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // Run runs fn as one unit of work (see the comment above) and returns
@@ -127,12 +178,7 @@ func (us *Units) Run(ctx context.Context, fn func(ctx context.Context) error) er
 	}
 	var last *Unit
 	err := us.b.Write(ctx, func(ctx context.Context, tx pgx.Tx, b *Batch) (any, error) {
-		if us.begin != nil && b.Claim(beginKey) {
-			if err := us.begin(ctx, tx); err != nil {
-				return nil, unitFailed{err}
-			}
-		}
-		u := &Unit{pool: pool, tx: tx}
+		u := &Unit{pool: pool, tx: tx, batch: b}
 		last = u
 		err := fn(context.WithValue(ctx, unitKey{}, u))
 		if err == nil {
@@ -154,9 +200,6 @@ func (us *Units) Run(ctx context.Context, fn func(ctx context.Context) error) er
 	}
 	return err
 }
-
-// beginKey is the Batch claim of a transaction whose begin ran.
-const beginKey = "\x00pgutil.begin"
 
 // Querier is what a read needs: a pool, or a unit's transaction.
 type Querier interface {

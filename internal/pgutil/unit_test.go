@@ -29,7 +29,7 @@ func unitStores(pool *pgxpool.Pool) (*Runner, *Batcher) {
 func TestUnitsCommitTogether(t *testing.T) {
 	pool := batchPool(t)
 	r, b := unitStores(pool)
-	us := NewUnits(&Runner{Pool: pool}, 0, 1, nil)
+	us := NewUnits(&Runner{Pool: pool}, 0, 1)
 	ctx := t.Context()
 	step := func(k string, fail error) (hooked bool, err error) {
 		err = us.Run(ctx, func(ctx context.Context) error {
@@ -86,7 +86,7 @@ func TestUnitsCommitTogether(t *testing.T) {
 	}
 }
 
-// Units that hold one lock for their whole transaction (begin), read
+// Units that hold one lock for their whole transaction, read
 // inside it and often fail, on a pool smaller than their number: each
 // commits or fails alone, none waits forever for a connection (a failed
 // batch runs its units alone, and they must neither exhaust the pool nor
@@ -97,10 +97,13 @@ func TestUnitsDoNotExhaustThePool(t *testing.T) {
 		t.Fatal(err)
 	}
 	r, b := unitStores(pool)
-	us := NewUnits(&Runner{Pool: pool}, 0, 2, func(ctx context.Context, tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, "SELECT n FROM head FOR UPDATE")
-		return err
-	})
+	us := NewUnits(&Runner{Pool: pool}, 0, 2)
+	lockHead := func(ctx context.Context) error {
+		return r.Write(ctx, func(ctx context.Context, tx pgx.Tx) error {
+			_, err := tx.Exec(ctx, "SELECT n FROM head FOR UPDATE")
+			return err
+		})
+	}
 	ctx, cancel := context.WithTimeout(t.Context(), 60e9)
 	defer cancel()
 	boom := errors.New("boom")
@@ -111,6 +114,9 @@ func TestUnitsDoNotExhaustThePool(t *testing.T) {
 		wg.Go(func() {
 			k := fmt.Sprintf("u%02d", i)
 			err := us.Run(ctx, func(ctx context.Context) error {
+				if err := lockHead(ctx); err != nil {
+					return err
+				}
 				if err := b.Write(ctx, insert(k)); err != nil {
 					return err
 				}
@@ -138,5 +144,60 @@ func TestUnitsDoNotExhaustThePool(t *testing.T) {
 	wg.Wait()
 	if ok.Load() != 48 || failed.Load() != 16 || count(t, pool, "u%") != 48 {
 		t.Fatalf("%d committed, %d failed, %d rows; want 48, 16, 48", ok.Load(), failed.Load(), count(t, pool, "u%"))
+	}
+}
+
+// What units defer runs with the COMMIT of their transaction, after their
+// BeforeCommit functions, in one transaction with their writes; a
+// BeforeCommit that fails fails only its own unit (the others of its
+// batch commit).
+func TestUnitsBeforeCommitAndDefer(t *testing.T) {
+	pool := batchPool(t)
+	_, b := unitStores(pool)
+	us := NewUnits(&Runner{Pool: pool}, 0, 1)
+	boom := errors.New("boom")
+	const n = 24
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			k := fmt.Sprintf("d%02d", i)
+			errs[i] = us.Run(t.Context(), func(ctx context.Context) error {
+				if err := b.Write(ctx, insert(k)); err != nil {
+					return err
+				}
+				u := Joined(ctx, pool)
+				var seen int
+				u.BeforeCommit(func(ctx context.Context, tx pgx.Tx) error {
+					if i%5 == 0 {
+						return boom
+					}
+					// Every write of the transaction is in it by now.
+					return tx.QueryRow(ctx, "SELECT count(*) FROM t WHERE k = $1", k).Scan(&seen)
+				})
+				u.Defer(func(q *pgx.Batch) {
+					if seen == 1 {
+						q.Queue("INSERT INTO t VALUES ($1, txid_current())", k+"/deferred")
+					}
+				})
+				return nil
+			})
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		k := fmt.Sprintf("d%02d", i)
+		want := 2
+		if i%5 == 0 {
+			want = 0
+			if !errors.Is(err, boom) {
+				t.Errorf("unit %s: %v, want boom", k, err)
+			}
+		} else if err != nil {
+			t.Errorf("unit %s: %v", k, err)
+		}
+		if got := count(t, pool, k+"%"); got != want {
+			t.Errorf("unit %s: %d rows, want %d", k, got, want)
+		}
 	}
 }

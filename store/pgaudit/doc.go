@@ -44,10 +44,15 @@
 // transaction.
 //
 // An append made with the context of a unit of work on the Backend's pool
-// (pgutil.Units) bypasses the writer: it is written in the unit's
-// transaction, which took the head's lock first (LockHead) and holds it
-// until the unit commits, together with the exchange and approval writes
-// of the same step.
+// (pgutil.Units) bypasses the writer and takes its place in the chain when
+// the unit's transaction commits: just before, the transaction locks the
+// head and reads the last record (one round trip), and the records of its
+// units are inserted after it, with the head's update, in the round trip
+// of the COMMIT, together with the exchange and approval writes of the
+// same steps. The head is locked for the end of the transaction only,
+// and always after every other row the units lock, so units never
+// deadlock on it; such an append returns the zero Record, and is not
+// visible to reads of the unit.
 //
 // # Storage
 //

@@ -549,21 +549,58 @@ func (b *Backend) appendIn(ctx context.Context, tx pgx.Tx, batch []*pending, out
 	return head, nil
 }
 
+// unitAppends are the appends of the units of work batched in one
+// transaction: they take their places in the chain when it commits.
+type unitAppends struct {
+	pending []*pending
+}
+
+// unitKey keys a Backend's unitAppends in a unit's transaction.
+type unitKey struct{ b *Backend }
+
 // appendJoined is AppendSealed inside a unit of work (pgutil.Units): the
-// record is written in the unit's transaction, which holds the head's
-// lock until it commits; a failing build fails the unit.
+// record takes its place in the chain when the unit's transaction
+// commits. Just before, the transaction locks the head and reads the last
+// record (one round trip), the records of its units are sealed after it,
+// and they are inserted, with the head's update, in the round trip of the
+// COMMIT: the head is locked for that much only, and a unit that fails
+// never took it. The Record returned is therefore the zero Record (see
+// audit.Backend); a build that fails then fails the transaction, whose
+// units run again alone, so that it fails only its own.
 func (b *Backend) appendJoined(ctx context.Context, u *pgutil.Unit, p *pending) (audit.Record, error) {
-	var rec audit.Record
-	err := u.Join(ctx, func(ctx context.Context, tx pgx.Tx) error {
-		out := make([]result, 1)
-		head, err := b.appendIn(ctx, tx, []*pending{p}, out)
-		if out[0].err != nil {
-			return out[0].err
+	err := u.Join(ctx, func(context.Context, pgx.Tx) error {
+		if ua, ok := u.Local(unitKey{b}).(*unitAppends); ok {
+			ua.pending = append(ua.pending, p)
+			return nil
 		}
-		if err != nil {
-			return err
-		}
-		rec = out[0].rec
+		ua := &unitAppends{pending: []*pending{p}}
+		u.SetLocal(unitKey{b}, ua)
+		var (
+			br   pgx.Batch
+			head *headRecord
+		)
+		u.BeforeCommit(func(ctx context.Context, tx pgx.Tx) error {
+			last, err := b.lockHead(ctx, tx)
+			if err != nil {
+				return err
+			}
+			for _, p := range ua.pending {
+				s, err := p.build(last)
+				if err != nil {
+					return err
+				}
+				if err := b.queueInsert(&br, last, s.Record, s.JSON); err != nil {
+					return err
+				}
+				rec := s.Record
+				last, head = &rec, &headRecord{rec: s.Record, json: s.JSON}
+			}
+			return nil
+		})
+		u.Defer(func(q *pgx.Batch) {
+			q.QueuedQueries = append(q.QueuedQueries, br.QueuedQueries...)
+			q.Queue(b.sqlSetHead, int64(head.rec.Seq), head.rec.Hash)
+		})
 		pgutil.AfterCommit(ctx, b.pool, func() {
 			b.headMu.Lock()
 			b.head = head
@@ -574,16 +611,7 @@ func (b *Backend) appendJoined(ctx context.Context, u *pgutil.Unit, p *pending) 
 	if err != nil {
 		return audit.Record{}, fmt.Errorf("pgaudit: %w", err)
 	}
-	return rec, nil
-}
-
-// LockHead locks the chain's head row in tx until tx ends. A unit of
-// work (pgutil.Units) that may append takes it before anything else, so
-// that units, which all take it, lock it and the other stores' rows in
-// one order and never deadlock each other.
-func (b *Backend) LockHead(ctx context.Context, tx pgx.Tx) error {
-	_, err := tx.Exec(ctx, b.sqlLockHead)
-	return err
+	return audit.Record{}, nil
 }
 
 // lockHead locks the head row and returns the last record (nil for an

@@ -3,6 +3,9 @@ package pgstore_test
 import (
 	"flag"
 	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/custos-runtime/custos/aais"
@@ -54,7 +57,66 @@ func BenchmarkReplicas(b *testing.B) {
 	}
 	for _, n := range []int{1, 3} {
 		for _, w := range []int{8, 24} {
-			b.Run(fmt.Sprintf("replicas=%d/workers=%d", n, w), func(b *testing.B) { aaistest.BenchReplicaCycles(b, stores[:n], w) })
+			b.Run(fmt.Sprintf("replicas=%d/workers=%d", n, w), func(b *testing.B) {
+				busy := machineBusy()
+				aaistest.BenchReplicaCycles(b, stores[:n], w)
+				// How much of the machine the run used (PostgreSQL's
+				// backends included): cycles/s can grow with replicas
+				// only as far as cores are left, so the ceiling of the
+				// 3-replica/1-replica ratio is the machine's cores over
+				// one replica's busy-cores.
+				if cores := busy(); cores >= 0 {
+					b.ReportMetric(cores, "busy-cores")
+				}
+			})
 		}
 	}
+}
+
+// machineBusy starts measuring the machine's CPU use (every process, from
+// /proc/stat) and returns a function that reports the mean number of busy
+// cores since, or -1 where /proc/stat cannot be read.
+func machineBusy() func() float64 {
+	busy0, total0, ok0 := cpuTicks()
+	return func() float64 {
+		busy1, total1, ok1 := cpuTicks()
+		if !ok0 || !ok1 || total1 <= total0 {
+			return -1
+		}
+		cores := 0
+		if data, err := os.ReadFile("/proc/stat"); err == nil {
+			for _, line := range strings.Split(string(data), "\n") {
+				if strings.HasPrefix(line, "cpu") && !strings.HasPrefix(line, "cpu ") {
+					cores++
+				}
+			}
+		}
+		return float64(cores) * float64(busy1-busy0) / float64(total1-total0)
+	}
+}
+
+// cpuTicks reads the machine's busy and total CPU ticks: user, nice,
+// system, idle, iowait, irq, softirq, steal (guest time is inside user);
+// idle, iowait and steal are not busy.
+func cpuTicks() (busy, total uint64, ok bool) {
+	data, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0, false
+	}
+	line, _, _ := strings.Cut(string(data), "\n")
+	fields := strings.Fields(line)
+	if len(fields) < 9 || fields[0] != "cpu" {
+		return 0, 0, false
+	}
+	for i, f := range fields[1:9] {
+		v, err := strconv.ParseUint(f, 10, 64)
+		if err != nil {
+			return 0, 0, false
+		}
+		total += v
+		if i != 3 && i != 4 && i != 7 {
+			busy += v
+		}
+	}
+	return busy, total, true
 }
