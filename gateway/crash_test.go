@@ -17,6 +17,7 @@ import (
 	"github.com/custos-runtime/custos/store"
 	"github.com/custos-runtime/custos/store/memstore"
 	"github.com/custos-runtime/custos/store/pgexchange"
+	"github.com/custos-runtime/custos/store/sqliteexchange"
 	"github.com/google/uuid"
 )
 
@@ -687,5 +688,72 @@ func TestPassThroughCommitsTwice(t *testing.T) {
 	}
 	if r.echo.n.Load() != n {
 		t.Fatalf("ran %d", r.echo.n.Load())
+	}
+}
+
+// A replica killed while it runs a call stops sending heartbeats; once
+// its last one is older than the claim lease, a live replica ends the call
+// with 6005 (recorded once, never run again). A claim of a replica whose
+// heartbeat is fresh, and one of a replica that never sent any (an older
+// build), are left to their owners.
+func TestCallOfAStoppedReplicaIsEnded(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "x.db")
+	var dead, old exchange.Backend
+	r := newPipeRig(t, func(o *Options, r *pipeRig) {
+		o.ClaimLease = 30 * time.Second
+		_ = r.xs.Close()
+		open := func(instance string) exchange.Backend {
+			xs, err := sqliteexchange.Open(t.Context(), path, &sqliteexchange.Options{Instance: instance, Now: r.clk.Now})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = xs.Close() })
+			return xs
+		}
+		r.xs = open("gw-live")
+		o.Exchanges = r.xs
+		dead, old = open("gw-dead"), open("gw-old")
+	})
+	ctx := t.Context()
+	claim := func(xs exchange.Backend, msgID string) {
+		t.Helper()
+		if _, created, err := xs.Create(ctx, exchange.Exchange{Sender: pipeSender, MessageID: msgID, Capability: "demo.echo", State: exchange.Executing}); err != nil || !created {
+			t.Fatal(created, err)
+		}
+	}
+	claim(dead, "m-dead")
+	claim(old, "m-old")
+	if err := dead.Heartbeat(ctx, r.clk.Now()); err != nil {
+		t.Fatal(err)
+	}
+	step(t, r.g.heartbeat)
+	step(t, r.g.resume)
+	if x := r.state(t, "m-dead"); x.State != exchange.Executing {
+		t.Fatalf("a claim with a fresh heartbeat was ended: %s", x.State)
+	}
+	r.clk.Advance(31 * time.Second)
+	step(t, r.g.heartbeat)
+	step(t, r.g.resume)
+	x := r.state(t, "m-dead")
+	if x.State != exchange.Failed || x.ReplyStatus != 500 {
+		t.Fatalf("after the lease: %s %d, want failed 500", x.State, x.ReplyStatus)
+	}
+	m := r.verified(t, x.Reply)
+	if code := get(m, "payload", "error", "details", "agent_status", "code"); code != float64(6005) {
+		t.Fatalf("answered %v, want ASC 6005", code)
+	}
+	if recs := r.recordsOf(t, audit.KindExecution, "m-dead"); len(recs) != 1 || recs[0].ASCCode != 6005 {
+		t.Fatalf("execution records: %+v", recs)
+	}
+	if r.echo.n.Load() != 0 {
+		t.Fatal("the abandoned call ran")
+	}
+	if x := r.state(t, "m-old"); x.State != exchange.Executing {
+		t.Fatalf("a claim of a replica without heartbeats was ended: %s", x.State)
+	}
+	// A second scan, or a second replica, changes nothing more.
+	step(t, r.g.resume)
+	if recs := r.recordsOf(t, audit.KindExecution, "m-dead"); len(recs) != 1 {
+		t.Fatalf("recorded %d times", len(recs))
 	}
 }

@@ -109,6 +109,14 @@ type Options struct {
 	Client *http.Client
 	// Poll is how often Run looks for decisions (200 ms when zero).
 	Poll time.Duration
+	// ClaimLease, when set, is how long the claims of a replica sharing
+	// the exchange store outlive its last heartbeat: Run records this
+	// process's heartbeat every third of it, and ends the calls another
+	// replica left executing once that replica's heartbeat is older (it
+	// was killed, or lost its host), answered ASC 6005 and never run
+	// again. Zero sends no heartbeats and ends no other process's claims:
+	// one gateway process per store, which Recover covers at start.
+	ClaimLease time.Duration
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
 	// Logger receives diagnostics (slog.Default when nil).
@@ -157,6 +165,12 @@ type Gateway struct {
 	// logSample counts unauthenticated refusals, for sampled logging.
 	logSample atomic.Uint64
 }
+
+// DefaultClaimLease is the ClaimLease of replicas sharing a store (custos
+// serve on PostgreSQL): the calls of a replica that stopped are ended
+// within about 45 s (30 s after its last heartbeat, sent every 10 s,
+// seen by the next scan).
+const DefaultClaimLease = 30 * time.Second
 
 // New checks o and returns a Gateway.
 func New(o Options) (*Gateway, error) {

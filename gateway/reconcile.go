@@ -222,8 +222,8 @@ const ReconcileAfter = 10 * time.Second
 // reconcile finds the exchanges left in received — by a gateway that
 // stopped between recording a request and submitting its approval, or by
 // a write that failed — and moves each on (advance); and, unless every,
-// the claims of this process whose result could not be recorded, which it
-// ends with ASC 6005. One received older
+// the claims of this process whose result could not be recorded and those
+// of replicas that stopped (endAbandoned), which it ends with ASC 6005. One received older
 // than ReconcileAfter, or any at all when every is set (at start, when this
 // process is the only gateway on its store), has no live owner. One
 // without a recorded approval request (written by an earlier version) is
@@ -264,6 +264,11 @@ func (g *Gateway) reconcile(ctx context.Context, every bool) (int, error) {
 	// A claim of this process that no goroutine of it runs any more (the
 	// write recording its result failed) would stay executing until a
 	// restart: it is ended as Recover would.
+	ended, err := g.endAbandoned(ctx)
+	n += ended
+	if err != nil {
+		return n, err
+	}
 	xs, err = g.o.Exchanges.Interrupted(ctx)
 	if err != nil {
 		return n, err

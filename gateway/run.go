@@ -226,6 +226,10 @@ func (g *Gateway) Run(ctx context.Context) error {
 			}
 		}
 	}
+	if g.o.ClaimLease > 0 {
+		wg.Add(1)
+		go loop("recording a heartbeat", g.o.ClaimLease/3, g.heartbeat)
+	}
 	wg.Add(4)
 	// Decisions are acted on as the approval stream announces them; the
 	// scan catches what the stream cannot (deadlines, a restart, an event
@@ -523,20 +527,68 @@ func (g *Gateway) Recover(ctx context.Context, instance string) (int, error) {
 	return n, nil
 }
 
+// heartbeat records that this process is alive, for the replicas that
+// would otherwise take its claims for abandoned (Options.ClaimLease).
+func (g *Gateway) heartbeat(ctx context.Context) error {
+	return g.o.Exchanges.Heartbeat(ctx, g.o.Now())
+}
+
+// endAbandoned ends the calls other replicas left executing and stopped
+// sending heartbeats for (Options.ClaimLease), and returns how many.
+func (g *Gateway) endAbandoned(ctx context.Context) (int, error) {
+	if g.o.ClaimLease <= 0 {
+		return 0, nil
+	}
+	xs, err := g.o.Exchanges.Abandoned(ctx, g.o.Now().Add(-g.o.ClaimLease))
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, x := range xs {
+		g.log(ctx).WarnContext(ctx, "ending a call whose replica stopped", "exchange", x.ID, "replica", x.ClaimedBy)
+		ended, err := g.interrupt(ctx, x, "The gateway replica running this action stopped; whether it ran is unknown, and it is not run again.")
+		if err != nil {
+			return n, err
+		}
+		if ended {
+			n++
+		}
+	}
+	return n, nil
+}
+
 // interrupt ends an exchange left executing whose outcome nobody will
-// record: audited as interrupted, answered ASC 6005, never run again.
+// record: audited as interrupted, answered ASC 6005, never run again. The
+// record and the end are one unit of work: of the processes that end it
+// at once, the one whose compare-and-set wins records it (where the two
+// are written apart, the record comes first, so that no exchange ends
+// unrecorded).
 func (g *Gateway) interrupt(ctx context.Context, x exchange.Exchange, why string) (bool, error) {
 	reply, err := g.signError(withTrace(ctx, x.TraceID), x.Sender, x.MessageID, resultUnknown(why), g.o.Now())
 	if err != nil {
 		return false, err
 	}
-	if _, err := g.o.Audit.Append(ctx, audit.Record{Kind: audit.KindExecution, MessageID: x.MessageID, Sender: x.Sender,
+	prepared, err := g.o.Audit.Prepare(audit.Record{Kind: audit.KindExecution, MessageID: x.MessageID, Sender: x.Sender,
 		Recipient: g.o.Agent, Capability: x.Capability, RequestID: x.ApprovalID, Outcome: audit.OutcomeFailed, TraceID: x.TraceID,
-		ASCCode: int(asc.ResultStateUnknown), Details: map[string]any{"exchange_id": x.ID, "interrupted": true}}); err != nil {
+		ASCCode: int(asc.ResultStateUnknown), Details: map[string]any{"exchange_id": x.ID, "interrupted": true}})
+	if err != nil {
 		return false, err
 	}
-	_, ok, err := g.o.Exchanges.Transition(ctx, x.ID, exchange.Executing, exchange.Failed, reply, 500)
-	return ok, err
+	ended := false
+	err = g.o.Units.Unit(ctx, func(ctx context.Context) error {
+		if _, err := g.o.Audit.AppendPrepared(ctx, prepared); err != nil {
+			return err
+		}
+		_, ok, err := g.o.Exchanges.Transition(ctx, x.ID, exchange.Executing, exchange.Failed, reply, 500)
+		if ended = ok; err == nil && !ok && g.atomic() {
+			return errMovedMeanwhile
+		}
+		return err
+	})
+	if errors.Is(err, errMovedMeanwhile) {
+		return false, nil
+	}
+	return ended, err
 }
 
 // reviewDue is the deadline of the review an oversight mode demands after

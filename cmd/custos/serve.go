@@ -155,9 +155,9 @@ func serve(ctx context.Context, cfg config.Config, out, errOut io.Writer) error 
 	auditLog := audit.New(state.Audit, &audit.Options{Retention: audit.ProfileRetention(nil, 0)})
 	defer auditLog.Close()
 	xs := state.Exchanges
-	instance := ""
+	instance, lease := "", time.Duration(0)
 	if state.Shared {
-		instance = state.Instance
+		instance, lease = state.Instance, gateway.DefaultClaimLease
 	}
 
 	keys, trust, err := newTrust(cfg.Trust)
@@ -194,7 +194,8 @@ func serve(ctx context.Context, cfg config.Config, out, errOut io.Writer) error 
 		Authority: auth, Exchanges: xs, Audit: auditLog, ApprovalTTL: cfg.Oversight.TTL,
 		AllowSession: cfg.Oversight.AllowSession, ReviewWithin: cfg.Oversight.ReviewWithin, Callbacks: callbacks, Logger: logger,
 		RateLimit: gateway.RateLimit{PerSecond: cfg.RateLimit.PerSecond, Burst: cfg.RateLimit.Burst}, Limiter: state.Limiter, Units: state,
-		StatusURL: func(id string) string { return cfg.PublicURL + "/v1/arsia/exchanges/" + id },
+		ClaimLease: lease,
+		StatusURL:  func(id string) string { return cfg.PublicURL + "/v1/arsia/exchanges/" + id },
 	})
 	if err != nil {
 		return err

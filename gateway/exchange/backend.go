@@ -18,6 +18,14 @@ type Exchanges interface {
 	Apply(ctx context.Context, id string, from, to State, c Change) (Exchange, bool, error)
 	Waiting(ctx context.Context, states ...State) ([]Exchange, error)
 	Interrupted(ctx context.Context) ([]Exchange, error)
+	// Heartbeat records that this handle's Instance is alive at now.
+	Heartbeat(ctx context.Context, now time.Time) error
+	// Abandoned returns the exchanges in executing claimed by another
+	// instance whose last heartbeat is before before, oldest first: its
+	// process is taken for dead, and whether their actions ran is
+	// unknown. An instance that never sent a heartbeat (a build before
+	// them) is never taken for dead.
+	Abandoned(ctx context.Context, before time.Time) ([]Exchange, error)
 	// Instance is this handle's name in ClaimedBy.
 	Instance() string
 	PurgeIdempotency(ctx context.Context, now time.Time) (int, error)

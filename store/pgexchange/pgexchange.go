@@ -604,6 +604,38 @@ func (s *Store) Interrupted(ctx context.Context) ([]exchange.Exchange, error) {
 	return s.Waiting(ctx, exchange.Executing)
 }
 
+// Heartbeat records that this Store's instance is alive at now (never
+// moving its last heartbeat back).
+func (s *Store) Heartbeat(ctx context.Context, now time.Time) error {
+	return wrap(s.runner.Write(ctx, func(ctx context.Context, tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `INSERT INTO instances (name, seen_at) VALUES ($1, $2)
+			ON CONFLICT (name) DO UPDATE SET seen_at = GREATEST(instances.seen_at, excluded.seen_at)`, s.instance, now.UnixNano())
+		return err
+	}))
+}
+
+// Abandoned returns the exchanges in executing claimed by another
+// replica whose last heartbeat is before before, oldest first.
+func (s *Store) Abandoned(ctx context.Context, before time.Time) ([]exchange.Exchange, error) {
+	var out []exchange.Exchange
+	err := s.runner.Read(ctx, func(ctx context.Context) error {
+		out = nil
+		rows, err := pgutil.Reader(ctx, s.pool).Query(ctx, "SELECT "+columns+` FROM exchanges WHERE state = $1 AND claimed_by <> $2
+			AND claimed_by IN (SELECT name FROM instances WHERE seen_at < $3) ORDER BY seq`,
+			string(exchange.Executing), s.instance, before.UnixNano())
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		out, err = rowutil.CollectRows(rows, func() (exchange.Exchange, error) { return scan(rows) })
+		return err
+	})
+	if err != nil {
+		return nil, wrap(err)
+	}
+	return out, nil
+}
+
 // PurgeIdempotency deletes the idempotency keys expired at now and returns
 // how many.
 func (s *Store) PurgeIdempotency(ctx context.Context, now time.Time) (int, error) {

@@ -493,6 +493,28 @@ func (s *Store) Interrupted(ctx context.Context) ([]exchange.Exchange, error) {
 	return s.Waiting(ctx, exchange.Executing)
 }
 
+// Heartbeat records that this Store's instance is alive at now (never
+// moving its last heartbeat back).
+func (s *Store) Heartbeat(ctx context.Context, now time.Time) error {
+	return wrap(s.write(ctx, func(tx *sqlitedb.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO instances (name, seen_at) VALUES (?, ?)
+			ON CONFLICT (name) DO UPDATE SET seen_at = max(seen_at, excluded.seen_at)`, s.instance, now.UnixNano())
+		return err
+	}))
+}
+
+// Abandoned returns the exchanges in executing claimed by another
+// instance whose last heartbeat is before before, oldest first.
+func (s *Store) Abandoned(ctx context.Context, before time.Time) ([]exchange.Exchange, error) {
+	q := "SELECT " + columns + ` FROM exchanges WHERE state = ? AND claimed_by <> ?
+		AND claimed_by IN (SELECT name FROM instances WHERE seen_at < ?) ORDER BY seq`
+	out, err := queryAll(ctx, s, q, []any{string(exchange.Executing), s.instance, before.UnixNano()}, scan)
+	if err != nil {
+		return nil, wrap(err)
+	}
+	return out, nil
+}
+
 // nullBytes is b for SQL, NULL when empty.
 func nullBytes(b json.RawMessage) any {
 	if len(b) == 0 {

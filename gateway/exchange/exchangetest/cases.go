@@ -494,6 +494,69 @@ func testRestart(t *testing.T, b Backend) {
 	}
 }
 
+// A claim is abandoned once its instance's heartbeat is older than the
+// cutoff, as another handle (replica) sees it; never its own, never one
+// of an instance that sent no heartbeat, and never a later heartbeat
+// moved back by an earlier one.
+func testAbandoned(t *testing.T, b Backend) {
+	ctx := t.Context()
+	a := b.New(t, Config{Instance: "gw-a"})
+	other := b.Reopen(t, a, Config{Instance: "gw-b"})
+	silent := b.Reopen(t, a, Config{Instance: "gw-old"})
+	mine := InState(t, a, "a1", executing)
+	if mine.ClaimedBy != "gw-a" {
+		t.Fatalf("claimed by %q", mine.ClaimedBy)
+	}
+	finished := InState(t, a, "a2", done)
+	byOld := InState(t, silent, "o1", executing)
+	t0 := Start
+	if err := a.Heartbeat(ctx, t0); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Heartbeat(ctx, t0); err != nil {
+		t.Fatal(err)
+	}
+	ids := func(xs []exchange.Exchange, err error) []string {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, x := range xs {
+			out = append(out, x.ID)
+		}
+		return out
+	}
+	// Alive at the cutoff: nothing abandoned.
+	if got := ids(other.Abandoned(ctx, t0)); len(got) != 0 {
+		t.Fatalf("Abandoned at the heartbeat = %v", got)
+	}
+	// Past it: gw-a's claim, as gw-b sees it; gw-a never sees its own.
+	if got := ids(other.Abandoned(ctx, t0.Add(time.Nanosecond))); !reflect.DeepEqual(got, []string{mine.ID}) {
+		t.Fatalf("Abandoned = %v, want [%s] (not %s, finished, nor %s, of an instance without heartbeats)", got, mine.ID, finished.ID, byOld.ID)
+	}
+	if got := ids(a.Abandoned(ctx, t0.Add(time.Hour))); len(got) != 0 {
+		t.Fatalf("Abandoned by its own instance = %v", got)
+	}
+	// A late heartbeat keeps it alive; an earlier one does not move it back.
+	if err := a.Heartbeat(ctx, t0.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Heartbeat(ctx, t0.Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if got := ids(other.Abandoned(ctx, t0.Add(time.Minute))); len(got) != 0 {
+		t.Fatalf("Abandoned after a later heartbeat = %v", got)
+	}
+	// Ended by the other, it is abandoned no more.
+	if _, ok, err := other.Transition(ctx, mine.ID, executing, failed, FinalReply, 500); err != nil || !ok {
+		t.Fatalf("end: %v %v", ok, err)
+	}
+	if got := ids(other.Abandoned(ctx, t0.Add(time.Hour))); len(got) != 0 {
+		t.Fatalf("Abandoned after it ended = %v", got)
+	}
+}
+
 // Waiting lists in order of receipt, whatever the order of updates.
 func testWaitingOrder(t *testing.T, b Backend) {
 	s := b.New(t, Config{})

@@ -106,6 +106,7 @@ func Run(t *testing.T, b Backend) {
 		{"ClaimTwoHandles", testClaimTwoHandles, true},
 		{"CreateTwoHandles", testCreateTwoHandles, true},
 		{"Restart", testRestart, true},
+		{"Abandoned", testAbandoned, true},
 		{"WaitingOrder", testWaitingOrder, false},
 		{"CancelledContext", testCancelledContext, false},
 		{"IdempotencyKey", testIdempotencyKey, false},
