@@ -14,6 +14,7 @@ import (
 
 	"github.com/custos-runtime/custos/aais"
 	"github.com/custos-runtime/custos/internal/pgutil/pgtest"
+	"github.com/jackc/pgx/v5"
 )
 
 // startReplica runs another custos serve with g's configuration, its own
@@ -147,6 +148,19 @@ func TestServeReplicasOnPostgres(t *testing.T) {
 	time.Sleep(500 * time.Millisecond)
 	if first.upstream.Load() != before {
 		t.Fatalf("the restarted replica ran the call again")
+	}
+
+	// Every replica records its heartbeat, which lets the others end the
+	// calls it leaves executing if it dies (gateway.Options.ClaimLease).
+	conn, err := pgx.Connect(t.Context(), pgtest.DSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.WithoutCancel(t.Context()))
+	var alive int
+	if err := conn.QueryRow(t.Context(), "SELECT count(*) FROM "+pgx.Identifier{schema, "instances"}.Sanitize()+
+		" WHERE seen_at > $1", time.Now().Add(-time.Minute).UnixNano()).Scan(&alive); err != nil || alive < 3 {
+		t.Fatalf("%d replicas with a recent heartbeat, %v; want 3", alive, err)
 	}
 
 	// One chain, whoever wrote it, checked the way an operator would.
