@@ -99,9 +99,7 @@ func (s *Store) Subscribe(ctx context.Context) (<-chan Notification, error) {
 // latest sequence.
 func (s *Store) listen(ctx context.Context) (*pgx.Conn, Notification, error) {
 	cfg := s.pool.Config().ConnConfig.Copy()
-	if cfg.RuntimeParams["application_name"] == ApplicationName {
-		cfg.RuntimeParams["application_name"] = ApplicationName + "-listen"
-	}
+	cfg.RuntimeParams["application_name"] = listenName(cfg.RuntimeParams["application_name"])
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return nil, Notification{}, err
@@ -118,6 +116,20 @@ func (s *Store) listen(ctx context.Context) (*pgx.Conn, Notification, error) {
 	}
 	n.Sequence = uint64(max(latest, 0))
 	return conn, n, nil
+}
+
+// listenName is the application_name of a listening connection: the
+// pool's with "-listen" appended (within PostgreSQL's 63 bytes), so that
+// an operator who names the pool can still tell the listeners apart.
+func listenName(pool string) string {
+	const suffix = "-listen"
+	if pool == "" {
+		pool = ApplicationName
+	}
+	if len(pool) > 63-len(suffix) {
+		pool = pool[:63-len(suffix)]
+	}
+	return pool + suffix
 }
 
 // listenLoop waits for notifications on conn and delivers them, replacing

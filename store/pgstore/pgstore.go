@@ -33,8 +33,8 @@ const (
 	// lost before COMMIT) is tried.
 	DefaultMaxAttempts = pgutil.DefaultMaxAttempts
 	// ApplicationName is the application_name of the pool's connections
-	// when the DSN sets none; the Subscribe connections use
-	// ApplicationName + "-listen".
+	// when the DSN sets none; the Subscribe connections use the pool's
+	// name + "-listen" (ApplicationName + "-listen" by default).
 	ApplicationName = "custos-pgstore"
 )
 

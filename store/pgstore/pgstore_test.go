@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -544,8 +546,31 @@ func TestSubscribeAcrossReplicas(t *testing.T) {
 // the same.
 func TestSubscribeCatchUp(t *testing.T) {
 	ctx := t.Context()
-	st := replicas(t, 2)
-	a, b := st[0], st[1]
+	schema := pgtest.Schema(t)
+	a := open(t, schema)
+	// B's connections carry a name of their own, so that the listener
+	// found below is B's, not one of another test running at once.
+	app := "custos-test-" + strconv.FormatInt(time.Now().UnixNano()%1e9, 36)
+	cfg, err := pgx.ParseConfig(pgtest.DSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dsn := cfg.ConnString() + " application_name=" + app
+	if strings.Contains(cfg.ConnString(), "://") {
+		u, err := url.Parse(cfg.ConnString())
+		if err != nil {
+			t.Fatal(err)
+		}
+		q := u.Query()
+		q.Set("application_name", app)
+		u.RawQuery = q.Encode()
+		dsn = u.String()
+	}
+	b, err := pgstore.Open(ctx, dsn, &pgstore.Options{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
 	clock := aaistest.NewClock(aaistest.Start)
 	auth := aaistest.NewAuthority(t, a, clock)
 	sub, err := b.Subscribe(ctx)
@@ -556,10 +581,10 @@ func TestSubscribeCatchUp(t *testing.T) {
 
 	admin := rawConn(t, b.Schema())
 	var pid uint32
-	// The only listener in this test; its last statement read meta.
+	// The only listener of B; its last statement read meta.
 	err = admin.QueryRow(ctx, `SELECT pid FROM pg_stat_activity
 		WHERE application_name = $1 AND datname = current_database() AND query LIKE '%FROM meta%'`,
-		pgstore.ApplicationName+"-listen").Scan(&pid)
+		app+"-listen").Scan(&pid)
 	if err != nil {
 		t.Fatalf("finding the listener: %v", err)
 	}
