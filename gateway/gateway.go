@@ -449,6 +449,7 @@ func (g *Gateway) receive(ctx context.Context, in Inbound, who *requestInfo) Rep
 	if err != nil {
 		return fail(&arsia.Error{Code: arsia.CodeInvalidRequest, Description: err.Error()})
 	}
+	call.ExplanationRequired = compliance.ExplainabilityRequired(env, g.o.Profiles)
 	rec.Capability = call.Capability
 	if g.o.Trust != nil {
 		if e := g.o.Trust.Check(ctx, TrustQuery{Sender: from, KID: v.KeyID, Capability: call.Capability, Profile: rec.Profile}); e != nil {

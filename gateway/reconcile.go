@@ -42,7 +42,8 @@ func ExchangeOfApproval(requestID string) (string, bool) {
 func (g *Gateway) approvalRequest(x exchange.Exchange, call handler.Call, desc handler.Descriptor,
 	action json.RawMessage, profile string, effective []string, now time.Time) (json.RawMessage, *aais.Request, error) {
 	ext, err := json.Marshal(exchangeRef{ExchangeID: x.ID, Sender: call.From, MessageID: call.MessageID,
-		PayloadType: call.PayloadType, TraceID: call.TraceID, Profile: profile, IdempotencyKey: call.IdempotencyKey, Effective: effective})
+		PayloadType: call.PayloadType, TraceID: call.TraceID, Profile: profile, IdempotencyKey: call.IdempotencyKey, Effective: effective,
+		Explain: call.ExplanationRequired})
 	if err != nil {
 		return nil, nil, err
 	}

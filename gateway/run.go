@@ -34,6 +34,9 @@ type exchangeRef struct {
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
 	// Effective are the capabilities granted when fewer than requested.
 	Effective []string `json:"effective_capabilities,omitempty"`
+	// Explain: the request's effective profile requires an explanation
+	// with the result (handler.Call.ExplanationRequired).
+	Explain bool `json:"explanation_required,omitempty"`
 }
 
 // execute claims the exchange (from state from; from executing means the
@@ -120,7 +123,12 @@ func (g *Gateway) execute(ctx context.Context, x exchange.Exchange, h handler.Ha
 				result = m
 			}
 		}
-		reply, err = g.sign(arsia.NewResponse(g.o.Agent, call.From, call.MessageID, res.PayloadType, result, g.build(ctx, now)))
+		o := g.build(ctx, now)
+		if exp := g.explanation(ctx, call, meta, res, now); exp != nil {
+			o.Explanation = exp
+			rec.Details["explanation"] = map[bool]string{true: "handler", false: "gateway"}[len(res.Explanation) != 0]
+		}
+		reply, err = g.sign(arsia.NewResponse(g.o.Agent, call.From, call.MessageID, res.PayloadType, result, o))
 	}
 	if err != nil {
 		return g.internal(ctx, call.From, call.MessageID, now, err)
@@ -308,7 +316,7 @@ func (g *Gateway) resumeOne(ctx context.Context, id string) error {
 	}
 	call := handler.Call{Capability: req.Action.Name(), PayloadType: ref.PayloadType, Args: req.Action.Arguments(),
 		From: x.Sender, To: g.o.Agent, MessageID: x.MessageID, CorrelationID: x.MessageID, TraceID: ref.TraceID,
-		IdempotencyKey: ref.IdempotencyKey}
+		IdempotencyKey: ref.IdempotencyKey, ExplanationRequired: ref.Explain}
 	xctx := withTrace(ctx, ref.TraceID)
 	receipt := st.Resolution.Event
 	if x.State == exchange.PendingApproval {
@@ -589,6 +597,53 @@ func (g *Gateway) interrupt(ctx context.Context, x exchange.Exchange, why string
 		return false, nil
 	}
 	return ended, err
+}
+
+// explanation is the payload.explanation of a call's response: the
+// handler's, when it gave a valid one; else, when the request's profile
+// requires one (Call.ExplanationRequired), the gateway's own account of
+// why the call ran, which says that it is not the model's (see
+// docs/handlers.md, "Explanations"); else nil.
+func (g *Gateway) explanation(ctx context.Context, call handler.Call, meta execMeta, res handler.Result, now time.Time) json.RawMessage {
+	if len(res.Explanation) != 0 {
+		return res.Explanation
+	}
+	if res.ExplanationIssue != "" {
+		g.log(ctx).WarnContext(ctx, "the handler's explanation is not a valid ARSIA explanation; the gateway gives its own",
+			"capability", call.Capability, "issue", logText(res.ExplanationIssue))
+	}
+	if !call.ExplanationRequired {
+		return nil
+	}
+	why := "the sender holds a grant for it"
+	inputs := []string{"message:" + call.MessageID, "grant:" + call.From + "/" + call.Capability}
+	if meta.ApprovalID != "" {
+		why += " and a human reviewer approved exactly this call (approval " + meta.ApprovalID + ")"
+		inputs = append(inputs, "approval:"+meta.ApprovalID)
+	}
+	profile := meta.Profile
+	if profile == "" {
+		profile = "the one its compliance fields set"
+	}
+	gave := "gave no explanation of its own"
+	if res.ExplanationIssue != "" {
+		gave = "gave an explanation that is not a valid ARSIA explanation"
+	}
+	inputs = append(inputs, "handler:"+call.Capability)
+	reasoning := "This account is the Custos gateway's, not the model's: the handler of " + call.Capability + " " + gave +
+		". The gateway ran the call for " + call.From + " because " + why + ", under the compliance profile " + profile +
+		", and the handler reported success; the result is the handler's, unchanged."
+	if n := len([]rune(reasoning)); n > arsia.MaxReasoningLength {
+		reasoning = string([]rune(reasoning)[:arsia.MaxReasoningLength])
+	}
+	// The confidence is the gateway's in its own account, which it reads
+	// from its records: certain, not a model's estimate.
+	exp, err := json.Marshal(map[string]any{"reasoning": reasoning, "confidence": 1, "inputs_used": inputs,
+		"decision_timestamp": arsia.FormatTimestamp(now)})
+	if err != nil {
+		return nil
+	}
+	return exp
 }
 
 // reviewDue is the deadline of the review an oversight mode demands after

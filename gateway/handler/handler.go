@@ -89,7 +89,17 @@ type Call struct {
 	// IdempotencyKey is the request's idempotency key, when it had one.
 	// The HTTP handler forwards it as Idempotency-Key.
 	IdempotencyKey string
+	// ExplanationRequired says that the request's effective compliance
+	// profile requires an explanation with the result (ARSIA-Actions §5.2,
+	// explainability_required). The HTTP handler tells its upstream with
+	// the header ExplanationRequiredHeader: true.
+	ExplanationRequired bool
 }
+
+// ExplanationRequiredHeader is the request header by which the HTTP
+// handler tells its upstream that the result must come with an
+// explanation (ExplanationHeader).
+const ExplanationRequiredHeader = "X-Custos-Explanation-Required"
 
 // Descriptor says what running a call does, for the reviewer and the audit.
 // Everything in it except Risk and RiskReasons is part of the hashed action,
@@ -133,6 +143,42 @@ type Result struct {
 	PayloadType string
 	// Data is the result: one JSON object.
 	Data json.RawMessage
+	// Explanation, when the upstream gave one, is the ARSIA explanation
+	// of the result (ARSIA-Actions §5.2: reasoning, confidence,
+	// inputs_used, ...), for the response's payload.explanation: an HTTP
+	// upstream's ExplanationHeader, an MCP tool result's _meta member
+	// ExplanationMeta. Run and Dispatch drop one that is not a valid
+	// explanation and say why in ExplanationIssue.
+	Explanation json.RawMessage
+	// ExplanationIssue says why the upstream's explanation was dropped.
+	ExplanationIssue string
+}
+
+// ExplanationHeader is the response header in which an HTTP upstream may
+// give the ARSIA explanation of its result, as one JSON object.
+const ExplanationHeader = "X-Custos-Explanation"
+
+// ExplanationMeta is the member of an MCP tool result's _meta in which the
+// tool may give the ARSIA explanation of its result.
+const ExplanationMeta = "arsia/explanation"
+
+// checkExplanation keeps res.Explanation only when it is one JSON object
+// that ValidateExplanation accepts.
+func checkExplanation(res *Result) {
+	if len(res.Explanation) == 0 {
+		return
+	}
+	var v any
+	if err := checkObject(res.Explanation, arsia.MaxReasoningLength*8); err != nil {
+		res.ExplanationIssue = "not one JSON object: " + err.Error()
+	} else if err := json.Unmarshal(res.Explanation, &v); err != nil {
+		res.ExplanationIssue = err.Error()
+	} else if issues := arsia.ErrorIssues(arsia.ValidateExplanation(v)); len(issues) > 0 {
+		res.ExplanationIssue = issues[0].Pointer + ": " + issues[0].Message
+	}
+	if res.ExplanationIssue != "" {
+		res.Explanation = nil
+	}
 }
 
 // Handler executes calls of the capabilities it is configured for.
@@ -256,6 +302,7 @@ func execute(ctx context.Context, h Handler, c Call) (Result, error) {
 	if err := checkObject(res.Data, jcs.DefaultMaxSize); err != nil {
 		return Result{}, asc.Errorf(asc.InternalError, asc.ScopeToolCall, "%w: %v", ErrInvalidResult, err)
 	}
+	checkExplanation(&res)
 	return res, nil
 }
 

@@ -188,6 +188,9 @@ func (h *HTTP) Execute(ctx context.Context, c Call) (Result, error) {
 	}
 	setIfValid(req.Header, "X-Correlation-ID", corr)
 	setIfValid(req.Header, "Idempotency-Key", c.IdempotencyKey)
+	if c.ExplanationRequired {
+		req.Header.Set(ExplanationRequiredHeader, "true")
+	}
 	if tp := traceparent(c.TraceID); tp != "" {
 		req.Header.Set("Traceparent", tp)
 	}
@@ -209,7 +212,7 @@ func (h *HTTP) Execute(ctx context.Context, c Call) (Result, error) {
 
 func (h *HTTP) success(ctx, tctx context.Context, resp *http.Response, c Call) (Result, error) {
 	if resp.StatusCode == http.StatusNoContent {
-		return Result{PayloadType: c.PayloadType, Data: json.RawMessage(`{}`)}, nil
+		return Result{PayloadType: c.PayloadType, Data: json.RawMessage(`{}`), Explanation: explanationHeader(resp.Header)}, nil
 	}
 	if ct := resp.Header.Get("Content-Type"); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
@@ -238,7 +241,16 @@ func (h *HTTP) success(ctx, tctx context.Context, resp *http.Response, c Call) (
 	if err := json.Compact(&buf, body); err != nil {
 		return Result{}, fail(asc.IntegrityCheckFailed, mayHaveRun, "http: %v", err)
 	}
-	return Result{PayloadType: c.PayloadType, Data: json.RawMessage(buf.Bytes())}, nil
+	return Result{PayloadType: c.PayloadType, Data: json.RawMessage(buf.Bytes()),
+		Explanation: explanationHeader(resp.Header)}, nil
+}
+
+// explanationHeader is the upstream's ExplanationHeader, nil when absent.
+func explanationHeader(h http.Header) json.RawMessage {
+	if v := h.Get(ExplanationHeader); v != "" {
+		return json.RawMessage(v)
+	}
+	return nil
 }
 
 // statusError maps a non-2xx answer. The body is not quoted: it may hold

@@ -433,3 +433,52 @@ func TestNewHTTPConfig(t *testing.T) {
 		}
 	}
 }
+
+// An upstream learns that the result must be explained, and may give the
+// explanation in a header: Run keeps a valid one and drops, saying why,
+// one that is not.
+func TestHTTPExplanation(t *testing.T) {
+	const valid = `{"reasoning":"Created the invoice the caller asked for.","confidence":0.9,"inputs_used":["args:amount"]}`
+	cases := []struct {
+		name, header string
+		required     bool
+		kept         bool
+		issue        string
+	}{
+		{"none asked, none given", "", false, false, ""},
+		{"asked, given", valid, true, true, ""},
+		{"given unasked", valid, false, true, ""},
+		{"not JSON", "because", true, false, "not one JSON object"},
+		{"not an explanation", `{"reasoning":"x","confidence":1.5,"inputs_used":["a"]}`, true, false, "/confidence"},
+		{"a member too many", `{"reasoning":"x","confidence":1,"inputs_used":["a"],"chain_of_thought":"..."}`, true, false, "chain_of_thought"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var asked string
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				asked = r.Header.Get(handler.ExplanationRequiredHeader)
+				if c.header != "" {
+					w.Header().Set(handler.ExplanationHeader, c.header)
+				}
+				w.Header().Set("Content-Type", "application/json")
+				_, _ = io.WriteString(w, `{"ok":true}`)
+			}))
+			defer srv.Close()
+			call := httpCall
+			call.ExplanationRequired = c.required
+			res, err := handler.Run(t.Context(), newHTTP(t, handler.HTTPConfig{URL: srv.URL}), call)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (asked == "true") != c.required {
+				t.Fatalf("%s = %q, want it only when required", handler.ExplanationRequiredHeader, asked)
+			}
+			if kept := len(res.Explanation) != 0; kept != c.kept || (c.kept && string(res.Explanation) != c.header) {
+				t.Fatalf("explanation %s, want kept %v", res.Explanation, c.kept)
+			}
+			if !strings.Contains(res.ExplanationIssue, c.issue) || (c.issue == "") != (res.ExplanationIssue == "") {
+				t.Fatalf("issue %q, want one about %q", res.ExplanationIssue, c.issue)
+			}
+		})
+	}
+}

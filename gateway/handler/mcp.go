@@ -513,7 +513,13 @@ func (h *MCP) Execute(ctx context.Context, c Call) (Result, error) {
 	if err := json.Compact(&buf, data); err != nil {
 		return Result{}, fail(asc.IntegrityCheckFailed, mayHaveRun, "mcp: %v", err)
 	}
-	return Result{PayloadType: c.PayloadType, Data: json.RawMessage(buf.Bytes())}, nil
+	out := Result{PayloadType: c.PayloadType, Data: json.RawMessage(buf.Bytes())}
+	if e, ok := res.Meta[ExplanationMeta]; ok {
+		if out.Explanation, err = json.Marshal(e); err != nil {
+			out.Explanation, out.ExplanationIssue = nil, err.Error()
+		}
+	}
+	return out, nil
 }
 
 // toolError maps a CallToolResult with isError: the embedded ASC status

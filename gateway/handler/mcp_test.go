@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -59,6 +60,16 @@ func newMCPServer(runs *atomic.Int64) *mcp.Server {
 		}
 		r := textResult(fmt.Sprint(in.A + in.B))
 		r.StructuredContent = map[string]any{"sum": in.A + in.B}
+		return r, nil
+	})
+	s.AddTool(&mcp.Tool{Name: "explain", InputSchema: objectSchema}, func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		count()
+		var in struct{ Explanation any }
+		if err := json.Unmarshal(req.Params.Arguments, &in); err != nil {
+			return nil, err
+		}
+		r := textResult("explained")
+		r.Meta = mcp.Meta{handler.ExplanationMeta: in.Explanation}
 		return r, nil
 	})
 	s.AddTool(&mcp.Tool{Name: "fail", InputSchema: objectSchema}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -539,4 +550,33 @@ func FuzzMCPDescribe(f *testing.F) {
 			t.Fatalf("described but no action: %v", err)
 		}
 	})
+}
+
+// A tool may explain its result in _meta (handler.ExplanationMeta): a
+// valid explanation is kept, an invalid one dropped with the reason.
+func TestMCPExplanation(t *testing.T) {
+	h, _, _ := inMemoryMCP(t, nil)
+	for _, c := range []struct {
+		exp   string
+		kept  bool
+		issue string
+	}{
+		{`{"reasoning":"Found the customer by e-mail.","confidence":0.7,"inputs_used":["crm:customers"]}`, true, ""},
+		{`{"reasoning":"Found it.","confidence":0.7}`, false, "inputs_used"},
+		{`"because"`, false, "not one JSON object"},
+	} {
+		res, err := handler.Run(t.Context(), h, toolCall("explain", `{"explanation":`+c.exp+`}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want, got any
+		_ = json.Unmarshal([]byte(c.exp), &want)
+		_ = json.Unmarshal(res.Explanation, &got)
+		if kept := len(res.Explanation) != 0; kept != c.kept || (kept && !reflect.DeepEqual(got, want)) {
+			t.Errorf("%s: explanation %s, want kept %v", c.exp, res.Explanation, c.kept)
+		}
+		if !strings.Contains(res.ExplanationIssue, c.issue) || (c.issue == "") != (res.ExplanationIssue == "") {
+			t.Errorf("%s: issue %q, want one about %q", c.exp, res.ExplanationIssue, c.issue)
+		}
+	}
 }
