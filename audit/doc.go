@@ -64,8 +64,10 @@
 // Report.Anchor (seq and head hash) outside the storage, for instance in
 // the operator's ticketing system or another store, and pass saved anchors
 // to VerifyWith: a rewritten or truncated chain no longer holds them.
-// Signing periodic checkpoints would close the remaining gap; it is not
-// done here.
+// Checkpoints (Log.Checkpoint, checkpoint.go) are records that carry a
+// signed statement of the record before them: with the signer's key
+// (VerifyOptions.Checkpoints), a rewrite of any record a checkpoint
+// vouches for is detected without an anchor.
 //
 // # Retention and redaction
 //

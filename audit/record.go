@@ -43,6 +43,10 @@ const (
 	// KindPurge: written by Log.Purge after it redacted expired records;
 	// Details has "redacted" (count), "first_seq" and "last_seq".
 	KindPurge Kind = "purge"
+	// KindCheckpoint: a signed statement of the record before it (Log.
+	// Checkpoint); Details has "checkpoint" (seq, hash, time), "kid" and
+	// "signature".
+	KindCheckpoint Kind = "checkpoint"
 )
 
 // Outcomes Custos writes. Outcome is an open string like Kind.

@@ -37,6 +37,10 @@ const (
 	// this never happens in a log the gateway wrote: a record was forged
 	// or the authority broke its promise.
 	ProblemConflictingApproval ProblemKind = "conflicting_approval"
+	// ProblemCheckpoint: a checkpoint record is malformed, does not name
+	// the record before it, or its signature does not verify with the
+	// keys given (VerifyOptions.Checkpoints).
+	ProblemCheckpoint ProblemKind = "bad_checkpoint"
 )
 
 // Problem is the first inconsistency Verify met.
@@ -81,6 +85,9 @@ type VerifyOptions struct {
 	// are taken as given, and a redacted last record (whose hash only the
 	// next record could vouch for) is accepted.
 	Partial bool
+	// Checkpoints, when set, checks the signature of every checkpoint
+	// record (Log.Checkpoint); without it they are counted as unchecked.
+	Checkpoints CheckpointVerifier
 }
 
 // Report is the result of a verification.
@@ -102,6 +109,15 @@ type Report struct {
 	// or a refusal recorded by each replica that learnt of it at once; one
 	// resolution recorded twice, not a second one.
 	RepeatedApprovals int `json:"repeated_approvals,omitempty"`
+	// Checkpoints is how many checkpoint records carry a signature that
+	// verified (VerifyOptions.Checkpoints), SignedThrough the seq the last
+	// of them names and CheckpointTime when it was signed: every record up
+	// to SignedThrough is vouched for by the signer. UncheckedCheckpoints
+	// counts those whose signature was not checked (no verifier given).
+	Checkpoints          int    `json:"checkpoints,omitempty"`
+	SignedThrough        uint64 `json:"signed_through,omitempty"`
+	CheckpointTime       string `json:"checkpoint_time,omitempty"`
+	UncheckedCheckpoints int    `json:"unchecked_checkpoints,omitempty"`
 	// Problem is the first problem found; nil when the chain verifies.
 	Problem *Problem `json:"problem,omitempty"`
 }
@@ -127,6 +143,7 @@ type Verifier struct {
 	rep     Report
 	anchors map[uint64]string
 	seen    map[uint64]bool
+	ckv     CheckpointVerifier
 
 	expect       uint64 // the seq the next record should have
 	prevHash     string // hash of the previous record (Genesis at first)
@@ -145,7 +162,7 @@ type Verifier struct {
 
 // NewVerifier returns a Verifier for a chain that starts at seq 1.
 func NewVerifier(o VerifyOptions) *Verifier {
-	v := &Verifier{expect: 1, prevHash: Genesis, partial: o.Partial}
+	v := &Verifier{expect: 1, prevHash: Genesis, partial: o.Partial, ckv: o.Checkpoints}
 	if len(o.Anchors) > 0 {
 		v.anchors = make(map[uint64]string, len(o.Anchors))
 		v.seen = make(map[uint64]bool, len(o.Anchors))
@@ -193,6 +210,7 @@ func (v *Verifier) Add(key uint64, data []byte) {
 	}
 	v.check(&rec)
 	v.approval(&rec)
+	v.checkpoint(&rec)
 	v.ppHash, v.prevHash, v.prevSeq, v.prevRedacted = v.prevHash, rec.Hash, rec.Seq, rec.Redacted
 	v.expect = max(v.expect, rec.Seq+1)
 	v.lastRedacted = rec.Redacted
@@ -262,6 +280,33 @@ func (v *Verifier) check(rec *Record) {
 			v.fail(ProblemReordered, rec.Seq, 0, "record %d is stored after record %d", rec.Seq, v.prevSeq)
 		}
 	}
+}
+
+// checkpoint checks a checkpoint record: well formed, naming the record
+// before it (whose hash the chain check tied to this record's prev), and
+// signed, when a verifier is given.
+func (v *Verifier) checkpoint(rec *Record) {
+	if rec.Kind != KindCheckpoint || rec.Redacted || v.rep.Problem != nil {
+		return
+	}
+	c, err := CheckpointOf(rec)
+	switch {
+	case err != nil:
+		v.fail(ProblemCheckpoint, rec.Seq, 0, "%v", err)
+		return
+	case c.Seq+1 != rec.Seq || c.Hash != rec.Prev:
+		v.fail(ProblemCheckpoint, rec.Seq, 0, "the checkpoint names record %d (%s), not the record before it", c.Seq, c.Hash)
+		return
+	case v.ckv == nil:
+		v.rep.UncheckedCheckpoints++
+		return
+	}
+	if err := v.ckv.VerifyCheckpoint(c.KID, c.Statement(), c.Signature); err != nil {
+		v.fail(ProblemCheckpoint, rec.Seq, 0, "the checkpoint's signature (kid %q) does not verify: %v", c.KID, err)
+		return
+	}
+	v.rep.Checkpoints++
+	v.rep.SignedThrough, v.rep.CheckpointTime = c.Seq, FormatTime(c.Time)
 }
 
 // approval tells a repeated approval record (same request, same

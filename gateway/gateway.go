@@ -117,6 +117,11 @@ type Options struct {
 	// again. Zero sends no heartbeats and ends no other process's claims:
 	// one gateway process per store, which Recover covers at start.
 	ClaimLease time.Duration
+	// CheckpointEvery, when set, is how often Run signs a checkpoint of
+	// the audit chain with the gateway's key (audit.Log.Checkpoint), when
+	// records were added since the last one; Checkpoint signs one at
+	// once (at shutdown, say).
+	CheckpointEvery time.Duration
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
 	// Logger receives diagnostics (slog.Default when nil).

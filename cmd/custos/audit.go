@@ -14,9 +14,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-jose/go-jose/v4"
 	"github.com/spf13/cobra"
 
+	"github.com/custos-runtime/custos/arsia/sig"
 	"github.com/custos-runtime/custos/audit"
+	"github.com/custos-runtime/custos/gateway"
 	"github.com/custos-runtime/custos/store"
 	"github.com/custos-runtime/custos/store/pgaudit"
 )
@@ -154,6 +157,7 @@ func (e *auditEnv) verifyCommand() *cobra.Command {
 		saveAnchor string
 		partial    bool
 		asJSON     bool
+		keysFile   string
 	)
 	cmd := &cobra.Command{
 		Use:   "verify",
@@ -182,6 +186,13 @@ redacted record.`,
 				return usageError{errors.New("--partial applies only to --file")}
 			}
 			var opts audit.VerifyOptions
+			if keysFile != "" {
+				keys, err := readCheckpointKeys(keysFile)
+				if err != nil {
+					return err
+				}
+				opts.Checkpoints = keys
+			}
 			for _, name := range anchors {
 				a, err := readAnchor(name)
 				if err != nil {
@@ -244,8 +255,39 @@ redacted record.`,
 	f.StringVar(&saveAnchor, "save-anchor", "", "after a successful check, save the last seq and hash to this file (mode 0600)")
 	f.BoolVar(&partial, "partial", false, "with --file: accept an export cut at either end")
 	f.BoolVar(&asJSON, "json", false, "print the verification report as JSON")
+	f.StringVar(&keysFile, "keys", "", "check the signed checkpoints with these keys: the gateway's JWKS (/.well-known/arsia/jwks.json) or key file")
 	return cmd
 }
+
+// readCheckpointKeys reads the keys the gateway signs checkpoints with: a
+// JWK Set, or one JWK (the gateway's key file: only its public part is
+// used).
+func readCheckpointKeys(name string) (audit.CheckpointVerifier, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxKeysSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxKeysSize {
+		return nil, fmt.Errorf("%s is larger than %d bytes", name, maxKeysSize)
+	}
+	var set jose.JSONWebKeySet
+	if err := json.Unmarshal(data, &set); err != nil || len(set.Keys) == 0 {
+		var k jose.JSONWebKey
+		if err := json.Unmarshal(data, &k); err != nil || k.KeyID == "" {
+			return nil, fmt.Errorf("%s: neither a JWK Set nor a JWK with a kid", name)
+		}
+		set.Keys = []jose.JSONWebKey{k.Public()}
+	}
+	return gateway.CheckpointKeys{Keys: sig.NewStaticJWKS(set)}, nil
+}
+
+// maxKeysSize caps a --keys file.
+const maxKeysSize = 1 << 20
 
 func (e *auditEnv) verifyLog(ctx context.Context, opts audit.VerifyOptions) (audit.Report, string, error) {
 	l, path, err := e.open(ctx, true)
@@ -331,6 +373,16 @@ func verifySummary(what string, rep audit.Report, opts audit.VerifyOptions) stri
 	}
 	if opts.Partial {
 		s += fmt.Sprintf(" (the link of record %d to earlier records is taken as given)", rep.FirstSeq)
+	}
+	if n := rep.Checkpoints; n > 0 {
+		s += fmt.Sprintf("; %d signed %s, the last vouching for every record up to %d (signed %s)",
+			n, plural(n, "checkpoint", "checkpoints"), rep.SignedThrough, rep.CheckpointTime)
+		if after := rep.LastSeq - rep.SignedThrough - 1; after > 0 {
+			s += fmt.Sprintf(", %d %s after it", after, plural(int(after), "record", "records"))
+		}
+	}
+	if n := rep.UncheckedCheckpoints; n > 0 {
+		s += fmt.Sprintf("; %d %s not checked (--keys names the gateway's keys)", n, plural(n, "checkpoint", "checkpoints"))
 	}
 	if n := rep.RepeatedApprovals; n > 0 {
 		s += fmt.Sprintf("; %d %s an earlier one (same approval and resolution, written again after a restart or by another replica)",

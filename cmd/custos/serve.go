@@ -194,8 +194,8 @@ func serve(ctx context.Context, cfg config.Config, out, errOut io.Writer) error 
 		Authority: auth, Exchanges: xs, Audit: auditLog, ApprovalTTL: cfg.Oversight.TTL,
 		AllowSession: cfg.Oversight.AllowSession, ReviewWithin: cfg.Oversight.ReviewWithin, Callbacks: callbacks, Logger: logger,
 		RateLimit: gateway.RateLimit{PerSecond: cfg.RateLimit.PerSecond, Burst: cfg.RateLimit.Burst}, Limiter: state.Limiter, Units: state,
-		ClaimLease: lease,
-		StatusURL:  func(id string) string { return cfg.PublicURL + "/v1/arsia/exchanges/" + id },
+		ClaimLease: lease, CheckpointEvery: checkpointEvery,
+		StatusURL: func(id string) string { return cfg.PublicURL + "/v1/arsia/exchanges/" + id },
 	})
 	if err != nil {
 		return err
@@ -308,11 +308,19 @@ func serve(ctx context.Context, cfg config.Config, out, errOut io.Writer) error 
 	defer cancel()
 	_ = srv.Shutdown(shutdownCtx)
 	<-runDone
+	// The last records are vouched for too (custos audit verify).
+	if err := gw.Checkpoint(shutdownCtx); err != nil {
+		logger.Error("signing the audit checkpoint at shutdown", "err", err)
+	}
 	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
 		return serveErr
 	}
 	return nil
 }
+
+// checkpointEvery is how often custos serve signs a checkpoint of the
+// audit chain (and once more when it stops).
+const checkpointEvery = 10 * time.Minute
 
 // newTransportLimits builds the limits of cfg.Limits. A body of unknown
 // length reserves the most any endpoint reads: max_body, or the 1 MiB a

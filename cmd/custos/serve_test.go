@@ -369,7 +369,7 @@ func TestDemo(t *testing.T) {
 	}
 	for _, want := range []string{"-> 200 response, signed by agent:demo.gateway", "-> 202 pending_approval",
 		"approve apr_", "called 0 times", "-> 200 response; the payments agent has been called 1 time(s)",
-		"approval_decision: approved by admin", "approval   payments.transfer", "chain verified: 5 records"} {
+		"approval_decision: approved by admin", "approval    payments.transfer", "checkpoint", "chain verified: 6 records"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("demo output lacks %q:\n%s", want, out)
 		}
@@ -422,5 +422,35 @@ func TestServeApprovalExpires(t *testing.T) {
 	details, _ := reply["payload"].(map[string]any)["error"].(map[string]any)["details"].(map[string]any)
 	if code != 403 || reply["intent"] != "error" || details["reason"] != "approval_expired" || g.upstream.Load() != 0 {
 		t.Fatalf("after the deadline: %d %v, upstream %d", code, reply, g.upstream.Load())
+	}
+}
+
+// custos serve signs a checkpoint of the audit chain when it stops (and
+// every checkpointEvery): custos audit verify --keys checks it against the
+// gateway's key, and without the key says what it did not check.
+func TestServeSignsAuditCheckpoints(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	g := startGateway(t, dir, nil)
+	if code, _, _ := g.send(t, "demo.echo", "GDPR-STANDARD", map[string]any{"text": "hi"}, nil); code != 200 {
+		t.Fatalf("request: %d", code)
+	}
+	g.stop()
+	key := filepath.Join(dir, "gateway.key.jwk.json")
+	out := mustCustos(t, "", "audit", "verify", "--log", dir, "--keys", key)
+	if !strings.Contains(out, "1 signed checkpoint, the last vouching for every record up to 2") {
+		t.Fatalf("verify with the gateway's key: %s", out)
+	}
+	if out := mustCustos(t, "", "audit", "verify", "--log", dir); !strings.Contains(out, "1 checkpoint not checked") {
+		t.Fatalf("verify without a key: %s", out)
+	}
+	// Another key does not vouch for it.
+	other := filepath.Join(t.TempDir(), "other")
+	mustCustos(t, "", "keygen", "--agent", "agent:com.example.other", "--out", other)
+	files, _ := filepath.Glob(filepath.Join(other, "jwks.json"))
+	if len(files) != 1 {
+		t.Fatalf("keygen wrote %v", files)
+	}
+	if code, _, errOut := custos(t, "", "audit", "verify", "--log", dir, "--keys", files[0]); code != 1 || !strings.Contains(errOut, "bad_checkpoint") {
+		t.Fatalf("verify with another key: exit %d, %s", code, errOut)
 	}
 }
