@@ -45,7 +45,11 @@ answers with a signed reply.
 
 Settings come from --config FILE (YAML; see custos.example.yaml), then the
 CUSTOS_* environment variables, then the flags. On first run the data
-directory is created with the gateway's own Ed25519 key; later runs reuse it.`,
+directory is created with the gateway's own Ed25519 key; later runs reuse it.
+
+The data directory is --data DIR, else $CUSTOS_DATA, else data: in the
+configuration, else ./custos-data; custos approvals and custos audit find
+it by the same rule (--data, $CUSTOS_DATA, ./custos-data).`,
 		Args: argsExactly(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg := config.Default()
@@ -93,7 +97,7 @@ all the gateway keeps.`,
 	cmd.AddCommand(newServePasswordCommand())
 	for _, f := range []struct{ name, usage string }{
 		{"listen", "the address to listen on (default 127.0.0.1:8080)"},
-		{"data", "the data directory (default ./custos-data)"},
+		{"data", "the data directory (default $CUSTOS_DATA, else data: in --config, else ./custos-data)"},
 		{"store", "where the state is kept (default DATA/custos.db, one SQLite file); postgres://… keeps all of it there, shared by several replicas"},
 	} {
 		flags[f.name] = cmd.Flags().String(f.name, "", f.usage)
