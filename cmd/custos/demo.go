@@ -156,8 +156,12 @@ func runDemo(ctx context.Context, out io.Writer, dataDir, listen string, approve
 		code, reply["intent"], transfers.Load())
 	fmt.Fprintf(out, "   Approve or deny it in the web inbox: open %s/ and sign in with the token %s\n", base, token)
 	fmt.Fprintf(out, "   or from another terminal:\n")
-	fmt.Fprintf(out, "     custos approvals --store sqlite:%s show %s\n", filepath.Join(dataDir, "custos.db"), approvalID)
-	fmt.Fprintf(out, "     custos approvals --store sqlite:%s approve %s   (or: deny)\n", filepath.Join(dataDir, "custos.db"), approvalID)
+	self, installed := selfCommand()
+	fmt.Fprintf(out, "     %s approvals --data %s show %s\n", self, dataDir, approvalID)
+	fmt.Fprintf(out, "     %s approvals --data %s approve %s   (or: deny)\n", self, dataDir, approvalID)
+	if !installed {
+		fmt.Fprintf(out, "     (go install ./cmd/custos puts custos on your PATH)\n")
+	}
 	fmt.Fprintf(out, "   or through the HTTP API: curl -H 'Authorization: Bearer %s' %s/approvals/snapshot\n", token, base)
 	if approve {
 		if err := demoApprove(ctx, base, token, approvalID); err != nil {

@@ -112,6 +112,13 @@ func serve(ctx context.Context, cfg config.Config, out, errOut io.Writer) error 
 		level = slog.NewJSONHandler(errOut, nil)
 	}
 	logger := slog.New(level)
+	// The address first: a port in use fails here, before the data
+	// directory, the key and the state are created.
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("%w (is another process on it? choose another address with --listen or $CUSTOS_LISTEN)", err)
+	}
+	defer ln.Close()
 	if err := os.MkdirAll(cfg.Data, 0o700); err != nil {
 		return err
 	}
@@ -272,10 +279,6 @@ func serve(ctx context.Context, cfg config.Config, out, errOut io.Writer) error 
 	mux.Handle(agui.ResumePath, resume)
 	mux.Handle("/", inbox)
 
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return err
-	}
 	// The transport limits come first: a refused caller costs no body
 	// read, no signature check and no durable write.
 	ln = limits.Listener(ln)
@@ -293,13 +296,21 @@ func serve(ctx context.Context, cfg config.Config, out, errOut io.Writer) error 
 	if created {
 		keyNote = "created"
 	}
+	self, installed := selfCommand()
+	where := "--store " + loc.String()
+	if loc.Kind == store.KindSQLite && loc.Path == filepath.Join(cfg.Data, store.StateFile) {
+		where = "--data " + cfg.Data
+	}
 	fmt.Fprintf(out, "custos serve: listening on %s\n", addr)
-	fmt.Fprintf(out, "  agent      %s (key %s, %s)\n", cfg.Agent, kid, keyNote)
-	fmt.Fprintf(out, "  data       %s\n", cfg.Data)
-	fmt.Fprintf(out, "  inbox      %s/v1/arsia/inbox\n", addr)
-	fmt.Fprintf(out, "  reviewers  %s/ (the inbox) — sign in with the login token %s (valid until this process stops)\n", addr, token)
-	fmt.Fprintf(out, "             API: \"Authorization: Bearer %s\" on %s/approvals/ and %s/v1/reviews\n", token, addr, addr)
-	fmt.Fprintf(out, "             CLI: custos approvals --store %s list\n", loc)
+	fmt.Fprintf(out, "  agent           %s (key %s, %s)\n", cfg.Agent, kid, keyNote)
+	fmt.Fprintf(out, "  data            %s\n", cfg.Data)
+	fmt.Fprintf(out, "  agents send to  %s/v1/arsia/inbox (signed ARSIA requests, POST; not a web page)\n", addr)
+	fmt.Fprintf(out, "  reviewers open  %s/ in a browser (the web inbox) and sign in with the login token %s (valid until this process stops)\n", addr, token)
+	fmt.Fprintf(out, "                  API: \"Authorization: Bearer %s\" on %s/approvals/ and %s/v1/reviews\n", token, addr, addr)
+	fmt.Fprintf(out, "                  CLI: %s approvals %s list\n", self, where)
+	if !installed {
+		fmt.Fprintf(out, "                  (go install ./cmd/custos puts custos on your PATH)\n")
+	}
 
 	var serveErr error
 	select {

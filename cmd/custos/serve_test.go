@@ -36,6 +36,7 @@ type gatewayUnderTest struct {
 	dataDir    string
 	configPath string
 	log        *syncBuffer
+	banner     *syncBuffer
 }
 
 // startGateway writes a configuration (a sender key in a JWKS file, an
@@ -80,7 +81,7 @@ func startGateway(t *testing.T, dataDir string, prev *gatewayUnderTest, extraYAM
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var out, errOut syncBuffer
-	g.log = &errOut
+	g.log, g.banner = &errOut, &out
 	done := make(chan int, 1)
 	go func() {
 		done <- run(ctx, []string{"serve", "--config", g.configPath}, strings.NewReader(""), &out, &errOut)
