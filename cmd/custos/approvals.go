@@ -19,6 +19,7 @@ import (
 
 	"github.com/custos-runtime/custos/aais"
 	"github.com/custos-runtime/custos/aais/liveness"
+	"github.com/custos-runtime/custos/jcs"
 	"github.com/custos-runtime/custos/store"
 )
 
@@ -32,6 +33,27 @@ type approvalsEnv struct {
 	loc       store.Location
 	st        store.Store
 	auth      *aais.Authority
+	// checks holds, per command, the check of its flags, run before the
+	// store is opened: a wrong command line is exit 2 whatever the store.
+	checks map[*cobra.Command]func() error
+}
+
+// check registers the flag check of cmd.
+func (e *approvalsEnv) check(cmd *cobra.Command, f func() error) {
+	if e.checks == nil {
+		e.checks = map[*cobra.Command]func() error{}
+	}
+	e.checks[cmd] = f
+}
+
+// positive is the check of a duration flag that must be above zero.
+func positive(name string, d *time.Duration) func() error {
+	return func() error {
+		if *d <= 0 {
+			return usageError{fmt.Errorf("--%s %v: want a positive duration", name, *d)}
+		}
+		return nil
+	}
 }
 
 func newApprovalsCommand() *cobra.Command {
@@ -69,6 +91,14 @@ watch, rules, snapshot) work on every store.`,
   custos approvals approve apr_123 --scope session
   custos approvals watch --data /srv/custos-data`,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			if !cmd.HasParent() || cmd.HasSubCommands() {
+				return nil // the group itself: its help
+			}
+			if check := env.checks[cmd]; check != nil {
+				if err := check(); err != nil {
+					return err
+				}
+			}
 			return env.open(cmd.Context(), cmd.Annotations[createsStore] != "")
 		},
 		PersistentPostRunE: func(*cobra.Command, []string) error { return env.close() },
@@ -277,6 +307,12 @@ created when it is not there.`,
 	}
 	cmd.Flags().BoolVar(&wait, "wait", false, "wait for the outcome; exit 1 unless approved")
 	cmd.Flags().DurationVar(&timeout, "timeout", 0, "give up waiting after this long (0: the request's own expiry or forever)")
+	e.check(cmd, func() error {
+		if timeout < 0 {
+			return usageError{fmt.Errorf("--timeout %v: want zero or a positive duration", timeout)}
+		}
+		return nil
+	})
 	return cmd
 }
 
@@ -437,6 +473,15 @@ Exit status 0 when the receipt's outcome is what was decided, 1 otherwise
 	}
 	cmd.Flags().StringVar(&scope, "scope", string(aais.ScopeOnce), "the scope decided: once, session or persistent (must be offered)")
 	cmd.Flags().StringVar(&digest, "digest", "", "the action digest you reviewed (sha256:...)")
+	e.check(cmd, func() error {
+		if !aais.Scope(scope).Valid() {
+			return usageError{fmt.Errorf("--scope %q: want once, session or persistent", scope)}
+		}
+		if digest != "" && !jcs.IsDigest(digest) {
+			return usageError{fmt.Errorf("--digest %q: want sha256: and 64 lowercase hex digits (custos approvals show prints it)", digest)}
+		}
+		return nil
+	})
 	return cmd
 }
 
@@ -499,6 +544,7 @@ snapshot. Stops on interrupt.`,
 	}
 	cmd.Flags().Uint64Var(&after, "after", 0, "print events with a greater sequence (skips the initial snapshot)")
 	cmd.Flags().DurationVar(&interval, "interval", 250*time.Millisecond, "how often to poll the store")
+	e.check(cmd, positive("interval", &interval))
 	return cmd
 }
 
@@ -714,6 +760,7 @@ is not there.`,
 		},
 	}
 	cmd.Flags().DurationVar(&interval, "interval", 250*time.Millisecond, "how often to poll the store for new events")
+	e.check(cmd, positive("interval", &interval))
 	return cmd
 }
 

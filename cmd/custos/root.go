@@ -27,6 +27,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
+	finishRoot(root)
 	err := root.ExecuteContext(ctx)
 	if err == nil {
 		return exitOK
@@ -76,7 +77,50 @@ store (custos approvals).`,
 		newMCPProxyCommand(),
 		newReviewCommand(),
 	)
+	// cobra adds its own help command when it executes; this one makes an
+	// unknown topic a usage error too.
+	root.SetHelpCommand(&cobra.Command{
+		Use:   "help [command]",
+		Short: "Help about any command",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, rest, err := root.Find(args)
+			if err != nil || len(rest) > 0 {
+				return usageError{fmt.Errorf("no help topic %q (see: custos --help)", strings.Join(args, " "))}
+			}
+			return c.Help()
+		},
+	})
 	return root
+}
+
+// finishRoot adds cobra's completion command (which writes where root
+// writes at this point: call it after SetOut) and makes every group
+// strict.
+func finishRoot(root *cobra.Command) {
+	root.InitDefaultCompletionCmd()
+	for _, c := range root.Commands() {
+		strictGroups(c)
+	}
+}
+
+// strictGroups makes every command group under c (a command with
+// subcommands and nothing to run itself) refuse an unknown subcommand with
+// a usage error, where cobra would print the help and exit 0; the group
+// alone still prints its help.
+func strictGroups(c *cobra.Command) {
+	for _, s := range c.Commands() {
+		strictGroups(s)
+	}
+	if !c.HasSubCommands() || c.Run != nil || c.RunE != nil {
+		return
+	}
+	c.Args = func(cmd *cobra.Command, args []string) error {
+		if len(args) > 0 {
+			return usageError{fmt.Errorf("unknown command %q for %q (see: %s --help)", args[0], cmd.CommandPath(), cmd.CommandPath())}
+		}
+		return nil
+	}
+	c.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
 }
 
 // argsUpTo is cobra.MaximumNArgs reporting a usage error.

@@ -52,6 +52,31 @@ configuration, else ./custos-data; custos approvals and custos audit find
 it by the same rule (--data, $CUSTOS_DATA, ./custos-data).`,
 		Args: argsExactly(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// A flag's value is checked on its own first: a wrong one is
+			// the command line's mistake (exit 2), whatever the
+			// configuration file says.
+			for key, v := range flags {
+				if !cmd.Flags().Changed(key) {
+					continue
+				}
+				one := config.Default()
+				if err := one.Set(key, *v); err != nil {
+					return usageError{err}
+				}
+				if err := one.Check(); err != nil {
+					return usageError{fmt.Errorf("--%s: %w", key, err)}
+				}
+				if key == "listen" {
+					if _, err := net.ResolveTCPAddr("tcp", *v); err != nil {
+						return usageError{fmt.Errorf("--listen: %w", err)}
+					}
+				}
+				if key == "store" {
+					if _, err := store.Parse(*v); err != nil {
+						return usageError{fmt.Errorf("--store: %w", err)}
+					}
+				}
+			}
 			cfg := config.Default()
 			if configFile == "" {
 				configFile = os.Getenv("CUSTOS_CONFIG")

@@ -369,7 +369,7 @@ func TestDemo(t *testing.T) {
 		t.Fatalf("demo exit %d: %s\n%s", code, errOut, out)
 	}
 	for _, want := range []string{"-> 200 response, signed by agent:demo.gateway", "-> 202 pending_approval",
-		"approve apr_", "called 0 times", "-> 200 response; the payments agent has been called 1 time(s)",
+		"--approve: approved apr_", "called 0 times", "-> 200 response; the payments agent has been called 1 time(s)",
 		"approval_decision: approved by admin", "approval   payments.transfer", "chain verified: 5 records"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("demo output lacks %q:\n%s", want, out)
