@@ -48,10 +48,21 @@ func newRootCommand() *cobra.Command {
 		Long: `Custos verifies, authorizes and audits what AI agents ask each other to do,
 and pauses for a human when a compliance profile says so.
 
-This build provides the protocol tools: ARSIA 1.0 envelopes (keys, signing,
-verification, validation, compliance profiles), canonical JSON and digests
-(RFC 8785), Agent Status Codes (ASC 0.1), and AAIS 1.0 approvals on a local
-store (custos approvals).`,
+custos serve is the gateway: agents send it signed ARSIA requests, it
+verifies, authorizes and audits them, holds those a compliance profile puts
+before a human, and runs them through its handlers. Reviewers decide in its
+web inbox, with custos review or custos approvals; custos audit verifies the
+trail. custos demo shows the whole lifecycle in a minute.
+
+The protocol tools work on their own: ARSIA 1.0 envelopes (keygen, sign,
+verify, validate, envelope, profile), canonical JSON and digests (RFC 8785:
+canon, digest), Agent Status Codes (ASC 0.1: status), access tokens (token),
+conformance runs, and approvals in front of an MCP server (mcp-proxy).
+
+The commands that keep or read state (serve, approvals, audit) find it in
+the data directory: --data DIR, else $CUSTOS_DATA, else ./custos-data.
+Exit codes: 0 success, 1 the input was rejected or a check failed, 2 the
+command line is wrong.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -93,10 +104,11 @@ store (custos approvals).`,
 	return root
 }
 
-// finishRoot adds cobra's completion command (which writes where root
-// writes at this point: call it after SetOut) and makes every group
-// strict.
+// finishRoot adds the help command and cobra's completion command (which
+// writes where root writes at this point: call it after SetOut), and makes
+// every group strict.
 func finishRoot(root *cobra.Command) {
+	root.InitDefaultHelpCmd()
 	root.InitDefaultCompletionCmd()
 	for _, c := range root.Commands() {
 		strictGroups(c)
