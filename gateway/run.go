@@ -239,8 +239,24 @@ func (g *Gateway) Run(ctx context.Context) error {
 		go loop("recording a heartbeat", g.o.ClaimLease/3, g.heartbeat)
 	}
 	if g.o.CheckpointEvery > 0 {
+		// The first after an interval: at start, the caller signs one
+		// before serving (custos serve does), when the chain is quiet.
 		wg.Add(1)
-		go loop("signing an audit checkpoint", g.o.CheckpointEvery, g.Checkpoint)
+		go func() {
+			defer wg.Done()
+			t := time.NewTicker(g.o.CheckpointEvery)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+				}
+				if err := g.Checkpoint(ctx); err != nil && ctx.Err() == nil {
+					g.log(ctx).ErrorContext(ctx, "signing an audit checkpoint", "err", err)
+				}
+			}
+		}()
 	}
 	wg.Add(4)
 	// Decisions are acted on as the approval stream announces them; the

@@ -42,6 +42,7 @@ type InboxOptions struct {
 // NewInbox returns the handler of
 //
 //	POST /v1/arsia/inbox               a signed ARSIA request in, the signed reply out
+//	GET  /v1/arsia/inbox               405: a short page (or problem JSON) saying what the endpoint is
 //	GET  /v1/arsia/exchanges/{id}      the current reply of an exchange (status URL)
 //	GET  /v1/arsia/exchanges/{id}/decision  its signed approval_decision, once decided
 //	GET  /.well-known/arsia            the gateway's discovery document
@@ -74,6 +75,9 @@ func NewInbox(o InboxOptions) (http.Handler, error) {
 			Authorization: r.Header.Get("Authorization"), DPoP: r.Header.Get("DPoP"),
 			IdempotencyKey: r.Header.Get("Idempotency-Key"), Method: r.Method, URL: requestURL(r, o.PublicURL)}))
 	})
+	// Someone who opens the agents' endpoint in a browser learns what it
+	// is and where the reviewers' inbox is, instead of a bare 405.
+	mux.HandleFunc("GET /v1/arsia/inbox", inboxGuide)
 	mux.HandleFunc("GET /v1/arsia/exchanges/{id}", func(w http.ResponseWriter, r *http.Request) {
 		rep, err := o.Gateway.Exchange(r.Context(), r.PathValue("id"))
 		if err != nil {
@@ -128,6 +132,38 @@ func NewInbox(o InboxOptions) (http.Handler, error) {
 		_, _ = io.WriteString(w, "ready\n")
 	})
 	return mux, nil
+}
+
+// inboxGuideText says what the agents' endpoint is, for a person.
+const inboxGuideText = "This is the ARSIA inbox of a Custos gateway: agents send signed requests here " +
+	"with POST, as application/arsia+json; v=1. Reviewers open / in a browser (the web inbox). " +
+	"The gateway describes itself at /.well-known/arsia; docs/gateway.md in the Custos repository explains the endpoints."
+
+const inboxGuideHTML = `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Custos: the agents' endpoint</title></head>
+<body>
+<h1>This is the agents' endpoint</h1>
+<p>Agents send signed ARSIA requests here with <code>POST</code>, as <code>application/arsia+json; v=1</code>.
+It has nothing to show in a browser.</p>
+<p>Reviewers: the web inbox is at <a href="/">/</a>.</p>
+<p>The gateway describes itself at <a href="/.well-known/arsia">/.well-known/arsia</a>;
+<code>docs/gateway.md</code> in the Custos repository explains the endpoints.</p>
+</body></html>
+`
+
+// inboxGuide answers GET on the inbox: 405 (only POST is served there)
+// with a page for a browser, a problem document for anything else.
+func inboxGuide(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Allow", "POST")
+	if !strings.Contains(r.Header.Get("Accept"), "text/html") {
+		problem(w, asc.InvalidRequest, http.StatusMethodNotAllowed, inboxGuideText)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusMethodNotAllowed)
+	_, _ = io.WriteString(w, inboxGuideHTML)
 }
 
 func writeReply(w http.ResponseWriter, rep gateway.Reply) {

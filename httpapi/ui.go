@@ -2,11 +2,14 @@ package httpapi
 
 import (
 	"embed"
+	"encoding/json"
 	"errors"
 	"io/fs"
 	"log/slog"
 	"net/http"
 	"time"
+
+	"github.com/custos-runtime/custos/arsia/compliance"
 )
 
 // The web inbox: plain HTML, CSS and JavaScript, embedded, with nothing
@@ -82,6 +85,7 @@ func NewReviewerUI(o UIOptions) (http.Handler, error) {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", u.index)
+	mux.HandleFunc("GET /ui/profiles.json", profilesJSON)
 	mux.HandleFunc("GET /ui/", u.asset)
 	mux.HandleFunc("POST /login", u.login)
 	mux.HandleFunc("POST /logout", u.logout)
@@ -110,6 +114,27 @@ func (u *reviewerUI) index(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
+	_, _ = w.Write(b)
+}
+
+// profilesJSON answers the human oversight each bundled compliance
+// profile demands, for the inbox to show the risk a request's profile
+// implies beside the one its handler declares.
+func profilesJSON(w http.ResponseWriter, _ *http.Request) {
+	reg := compliance.Default()
+	out := map[string]string{}
+	for _, name := range reg.Names() {
+		if p, ok := reg.Get(name); ok {
+			out[name] = string(p.Defaults.HumanOversight)
+		}
+	}
+	b, err := json.Marshal(map[string]any{"human_oversight": out})
+	if err != nil {
+		http.Error(w, "profiles", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-cache")
 	_, _ = w.Write(b)
 }
 

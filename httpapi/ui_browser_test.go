@@ -221,3 +221,33 @@ func TestBrowserEditArguments(t *testing.T) {
 	}
 	waitFor("the outcome", `document.getElementById("detail-pane").innerText.includes("Outcome: approved")`)
 }
+
+// Before sign-in the page shows the sign-in form and nothing else: no
+// panes, no "connecting…", no Sign out (the hidden attribute must win over
+// the style sheet's display rules).
+func TestBrowserSignInOnly(t *testing.T) {
+	if testing.Short() {
+		t.Skip("browser test in -short mode")
+	}
+	e := newSessionEnv(t, false)
+	page := browsertest.Open(t)
+	page.Step("open the inbox", chromedp.Navigate(e.srv.URL+"/"), chromedp.WaitVisible(chromedp.CSS("#login-view")))
+	// Every element that takes room on the screen, outside the sign-in
+	// form, the page title and the skip link (off-screen until focused).
+	visible := page.Text(`(() => {
+		const shown = el => { const s = getComputedStyle(el); const r = el.getBoundingClientRect();
+			return s.display !== "none" && s.visibility !== "hidden" && r.width > 1 && r.height > 1 && r.right > 0 && r.bottom > 0; };
+		const allowed = el => el.closest("#login-view") || el.closest(".top h1") || el.matches(".skip") ||
+			["HTML", "BODY", "HEADER", "MAIN"].includes(el.tagName);
+		return [...document.querySelectorAll("body *")].filter(el => shown(el) && !allowed(el))
+			.map(el => el.tagName.toLowerCase() + (el.id ? "#" + el.id : "") + (el.className ? "." + el.className : "")).join(" ");
+	})()`)
+	if visible != "" {
+		t.Errorf("visible before sign-in besides the form: %s", visible)
+	}
+	for _, id := range []string{"app-view", "whoami", "logout", "live", "pending-pane", "history-pane", "rules-pane"} {
+		if got := page.Text(`(() => { const el = document.getElementById("` + id + `"); return String(el.getClientRects().length > 0 && getComputedStyle(el).visibility !== "hidden"); })()`); got != "false" {
+			t.Errorf("#%s is visible before sign-in", id)
+		}
+	}
+}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/custos-runtime/custos/aais"
 	"github.com/custos-runtime/custos/aais/liveness"
+	"github.com/custos-runtime/custos/jcs"
 	"github.com/custos-runtime/custos/store"
 )
 
@@ -27,10 +28,32 @@ import (
 
 type approvalsEnv struct {
 	storeSpec string
+	data      dataDir
 	asJSON    bool
 	loc       store.Location
 	st        store.Store
 	auth      *aais.Authority
+	// checks holds, per command, the check of its flags, run before the
+	// store is opened: a wrong command line is exit 2 whatever the store.
+	checks map[*cobra.Command]func() error
+}
+
+// check registers the flag check of cmd.
+func (e *approvalsEnv) check(cmd *cobra.Command, f func() error) {
+	if e.checks == nil {
+		e.checks = map[*cobra.Command]func() error{}
+	}
+	e.checks[cmd] = f
+}
+
+// positive is the check of a duration flag that must be above zero.
+func positive(name string, d *time.Duration) func() error {
+	return func() error {
+		if *d <= 0 {
+			return usageError{fmt.Errorf("--%s %v: want a positive duration", name, *d)}
+		}
+		return nil
+	}
 }
 
 func newApprovalsCommand() *cobra.Command {
@@ -40,12 +63,17 @@ func newApprovalsCommand() *cobra.Command {
 		Short: "List, decide and watch AAIS approval requests in a store",
 		Long: `Work directly on an approval store, as the local operator.
 
-The store is named by --store (or $CUSTOS_STORE):
-  (nothing)          custos.db in the data directory ($CUSTOS_DATA_DIR, or
-                     ~/.local/share/custos)
-  sqlite:PATH, PATH  a SQLite database (created when missing)
+The store is the one custos serve keeps in its data directory.
+` + dataDirHelp + `
+
+--store (or $CUSTOS_STORE) names another store instead:
+  sqlite:PATH, PATH  a SQLite database
   file:PATH, *.json  a filestore JSON state file shared by several processes
   DIR                DIR/custos.db
+  postgres://...     the PostgreSQL database of gateway replicas
+
+Only submit and stdio create a store that is not there; the other commands
+refuse and say where they looked.
 
 Decisions are made as the local OS user (actor type human,
 authenticated_by "local-os-user"): whoever can open the store file can
@@ -61,13 +89,22 @@ watch, rules, snapshot) work on every store.`,
 		Example: `  custos approvals list
   custos approvals show apr_123
   custos approvals approve apr_123 --scope session
-  custos approvals watch --store ./custos-data`,
+  custos approvals watch --data /srv/custos-data`,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
-			return env.open(cmd.Context())
+			if !cmd.HasParent() || cmd.HasSubCommands() {
+				return nil // the group itself: its help
+			}
+			if check := env.checks[cmd]; check != nil {
+				if err := check(); err != nil {
+					return err
+				}
+			}
+			return env.open(cmd.Context(), cmd.Annotations[createsStore] != "")
 		},
 		PersistentPostRunE: func(*cobra.Command, []string) error { return env.close() },
 	}
-	cmd.PersistentFlags().StringVar(&env.storeSpec, "store", os.Getenv("CUSTOS_STORE"), "the store: PATH, sqlite:PATH, file:PATH or DIR (default $CUSTOS_STORE or the data directory)")
+	cmd.PersistentFlags().StringVar(&env.storeSpec, "store", "", "another store than the data directory's: PATH, sqlite:PATH, file:PATH, DIR or postgres://... (default $CUSTOS_STORE)")
+	env.data.register(cmd)
 	cmd.PersistentFlags().BoolVar(&env.asJSON, "json", false, "print AAIS messages and records as JSON")
 	cmd.AddCommand(
 		env.submitCommand(),
@@ -86,10 +123,46 @@ watch, rules, snapshot) work on every store.`,
 	return cmd
 }
 
-func (e *approvalsEnv) open(ctx context.Context) error {
-	loc, err := store.Parse(e.storeSpec)
+// createsStore is the annotation of the commands that create a missing
+// store (submit, stdio); the others only work on one that exists.
+const createsStore = "creates-store"
+
+// location resolves the store: --store, else --data, else $CUSTOS_STORE,
+// else the data directory's rule; from says which, for messages.
+func (e *approvalsEnv) location() (loc store.Location, from string, err error) {
+	spec, from := e.storeSpec, "--store"
+	if spec != "" && e.data.given() {
+		return store.Location{}, "", usageError{errors.New("--store and --data both name the store; give one")}
+	}
+	if spec == "" && !e.data.given() {
+		spec, from = os.Getenv("CUSTOS_STORE"), "$CUSTOS_STORE"
+	}
+	if spec == "" {
+		path, dfrom, err := e.data.stateFile()
+		if err != nil {
+			return store.Location{}, "", err
+		}
+		return store.Location{Kind: store.KindSQLite, Path: path}, "the data directory, " + dfrom, nil
+	}
+	if loc, err = store.Parse(spec); err != nil {
+		return store.Location{}, "", usageError{err}
+	}
+	return loc, from, nil
+}
+
+func (e *approvalsEnv) open(ctx context.Context, create bool) error {
+	loc, from, err := e.location()
 	if err != nil {
-		return usageError{err}
+		return err
+	}
+	if !create {
+		missing, err := missingState(loc, "approvals.db")
+		if err != nil {
+			return err
+		}
+		if missing {
+			return noStateError("approval store", loc.Path, from, "--store")
+		}
 	}
 	st, err := store.OpenApprovals(ctx, loc)
 	if err != nil {
@@ -161,8 +234,10 @@ request. With --wait this process is recorded as its owner (if it dies, the
 request is withdrawn instead of approved for nobody). A remembered rule that covers it approves
 it at once. With --wait, wait until it is resolved and exit 0 only when it
 was approved, so a script can run "custos approvals submit --wait req.json &&
-the-action". Submitting the same message again changes nothing.`,
-		Args: argsUpTo(1),
+the-action". Submitting the same message again changes nothing. The store is
+created when it is not there.`,
+		Annotations: map[string]string{createsStore: "yes"},
+		Args:        argsUpTo(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := e.mayChange(cmd.Context()); err != nil {
 				return err
@@ -232,6 +307,12 @@ the-action". Submitting the same message again changes nothing.`,
 	}
 	cmd.Flags().BoolVar(&wait, "wait", false, "wait for the outcome; exit 1 unless approved")
 	cmd.Flags().DurationVar(&timeout, "timeout", 0, "give up waiting after this long (0: the request's own expiry or forever)")
+	e.check(cmd, func() error {
+		if timeout < 0 {
+			return usageError{fmt.Errorf("--timeout %v: want zero or a positive duration", timeout)}
+		}
+		return nil
+	})
 	return cmd
 }
 
@@ -392,6 +473,15 @@ Exit status 0 when the receipt's outcome is what was decided, 1 otherwise
 	}
 	cmd.Flags().StringVar(&scope, "scope", string(aais.ScopeOnce), "the scope decided: once, session or persistent (must be offered)")
 	cmd.Flags().StringVar(&digest, "digest", "", "the action digest you reviewed (sha256:...)")
+	e.check(cmd, func() error {
+		if !aais.Scope(scope).Valid() {
+			return usageError{fmt.Errorf("--scope %q: want once, session or persistent", scope)}
+		}
+		if digest != "" && !jcs.IsDigest(digest) {
+			return usageError{fmt.Errorf("--digest %q: want sha256: and 64 lowercase hex digits (custos approvals show prints it)", digest)}
+		}
+		return nil
+	})
 	return cmd
 }
 
@@ -454,6 +544,7 @@ snapshot. Stops on interrupt.`,
 	}
 	cmd.Flags().Uint64Var(&after, "after", 0, "print events with a greater sequence (skips the initial snapshot)")
 	cmd.Flags().DurationVar(&interval, "interval", 250*time.Millisecond, "how often to poll the store")
+	e.check(cmd, positive("interval", &interval))
 	return cmd
 }
 
@@ -629,8 +720,10 @@ child process: one complete envelope per line.
           envelope is reported there and changes nothing.
 
 When the store is reset or compacted past the position, a new snapshot is
-written. The command ends when stdin is closed.`,
-		Args: argsExactly(0),
+written. The command ends when stdin is closed. The store is created when it
+is not there.`,
+		Annotations: map[string]string{createsStore: "yes"},
+		Args:        argsExactly(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := e.mayChange(cmd.Context()); err != nil {
 				return err
@@ -667,6 +760,7 @@ written. The command ends when stdin is closed.`,
 		},
 	}
 	cmd.Flags().DurationVar(&interval, "interval", 250*time.Millisecond, "how often to poll the store for new events")
+	e.check(cmd, positive("interval", &interval))
 	return cmd
 }
 

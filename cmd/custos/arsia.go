@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -49,6 +50,9 @@ least 24 hours); an existing private key file is never overwritten unless
 			if !arsia.ValidAgentID(agent) {
 				return usageError{fmt.Errorf("--agent %q is not an ARSIA agent identifier (agent:org.name)", agent)}
 			}
+			if label == "" || strings.ContainsAny(label, `/\#`) || label == "." || label == ".." {
+				return usageError{fmt.Errorf("--label %q: want a name without /, \\ or #, such as key-2", label)}
+			}
 			key, err := generateKey(alg)
 			if err != nil {
 				return err
@@ -62,7 +66,10 @@ least 24 hours); an existing private key file is never overwritten unless
 				return err
 			}
 			privPath := filepath.Join(dir, label+".private.jwk.json")
-			if err := writePrivateJWK(privPath, priv, force); err != nil {
+			if err := writePrivateJWK(privPath, priv, force); errors.Is(err, fs.ErrExist) {
+				return fmt.Errorf("%s already exists and is kept: give another --label (the kid is <agent>#<label>; "+
+					"a rotation keeps both keys in jwks.json), or --force to overwrite it", privPath)
+			} else if err != nil {
 				return err
 			}
 			jwksPath := filepath.Join(dir, "jwks.json")
@@ -159,7 +166,9 @@ func readEnvelope(cmd *cobra.Command, args []string) (map[string]any, string, er
 	}
 	env, err := sig.DecodeEnvelope(data)
 	if err != nil {
-		return nil, name, fmt.Errorf("%s: %w", name, err)
+		// The sig package names itself in its errors; reading a file is
+		// not about signatures (validate reads envelopes too).
+		return nil, name, fmt.Errorf("%s: %s", name, strings.TrimPrefix(err.Error(), "sig: "))
 	}
 	return env, name, nil
 }
@@ -233,6 +242,11 @@ Exits 1, saying why, when the signature does not verify.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if jwksRef == "" {
 				return usageError{errors.New("--jwks is required")}
+			}
+			for _, a := range algs {
+				if a != sig.EdDSA && a != sig.ES256 && a != sig.RS256 {
+					return usageError{fmt.Errorf("--alg %q: want EdDSA, ES256 or RS256", a)}
+				}
 			}
 			var keys sig.KeySource
 			if strings.HasPrefix(jwksRef, "https://") || strings.HasPrefix(jwksRef, "http://") {
@@ -327,7 +341,20 @@ warnings do not fail.`,
 						Message: e.Description, text: string(arsia.SeverityError) + " " + e.Code + ": " + e.Description})
 				}
 			}
-			return reportFindings(cmd.OutOrStdout(), name, "ARSIA envelope", findings, asJSON)
+			if err := reportFindings(cmd.OutOrStdout(), name, "ARSIA envelope", findings, asJSON); err != nil {
+				return err
+			}
+			if !asJSON {
+				// A valid envelope may still carry a forged or broken
+				// signature: say what this did not check.
+				file := name
+				if len(args) == 0 || args[0] == "-" {
+					file = "-"
+				}
+				self, _ := selfCommand()
+				fmt.Fprintf(cmd.OutOrStdout(), "%s: the signature was not checked; %s verify --jwks KEYS %s checks it\n", name, self, file)
+			}
+			return nil
 		},
 	}
 	f := cmd.Flags()
@@ -369,7 +396,7 @@ func newProfileCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			p, ok := compliance.Default().Get(args[0])
 			if !ok {
-				return fmt.Errorf("unknown compliance profile %q (see: custos profile list)", args[0])
+				return usageError{fmt.Errorf("unknown compliance profile %q (see: custos profile list)", args[0])}
 			}
 			w := cmd.OutOrStdout()
 			d := p.Defaults
@@ -464,7 +491,8 @@ envelope is signed; otherwise sign it later with "custos sign".`,
 			}
 			e, err := arsia.NewRequest(from, to, capabilities, payloadType, args, opts)
 			if err != nil {
-				return err
+				// Every value NewRequest checks came from a flag.
+				return usageError{err}
 			}
 			env, err := e.Map()
 			if err != nil {

@@ -24,8 +24,9 @@ func TestArsiaRoundTrip(t *testing.T) {
 			if info.Mode().Perm() != 0o600 {
 				t.Errorf("private key mode %v, want 0600", info.Mode().Perm())
 			}
-			if code, _, errOut := custos(t, "", "keygen", "--agent", "agent:acme.advisor", "--out", keys); code == 0 || !strings.Contains(errOut, "exists") {
-				t.Errorf("second keygen overwrote the private key: exit %d, stderr %q", code, errOut)
+			if code, _, errOut := custos(t, "", "keygen", "--agent", "agent:acme.advisor", "--out", keys); code != 1 ||
+				!strings.Contains(errOut, "key-1.private.jwk.json already exists and is kept") || !strings.Contains(errOut, "--label") || !strings.Contains(errOut, "--force") {
+				t.Errorf("second keygen: exit %d, stderr %q; want the file kept and --label, --force named", code, errOut)
 			}
 
 			req := mustRun(t, "", "envelope", "new", "--from", "agent:acme.advisor", "--to", "agent:acme.billing",
@@ -43,8 +44,22 @@ func TestArsiaRoundTrip(t *testing.T) {
 			if out := mustRun(t, signed, "verify", "--jwks", jwks); !strings.Contains(out, "signature verified ("+alg) {
 				t.Errorf("verify: %q", out)
 			}
-			if out := mustRun(t, signed, "validate"); !strings.Contains(out, "valid ARSIA envelope") {
+			if out := mustRun(t, signed, "validate"); !strings.Contains(out, "valid ARSIA envelope") ||
+				!strings.Contains(out, "the signature was not checked;") || !strings.Contains(out, " verify --jwks KEYS - checks it") {
 				t.Errorf("validate: %q", out)
+			}
+			// A tampered envelope is still valid: validate says it did not
+			// look at the signature, and verify refuses it.
+			forged := strings.Replace(signed, `"100.00"`, `"900.00"`, 1)
+			if out := mustRun(t, forged, "validate"); !strings.Contains(out, "the signature was not checked") {
+				t.Errorf("validate a tampered envelope: %q", out)
+			}
+			if code, _, _ := custos(t, forged, "verify", "--jwks", jwks); code != 1 {
+				t.Errorf("verify a tampered envelope: exit %d", code)
+			}
+			// Malformed input is named as such, not as a signature error.
+			if code, _, errOut := custos(t, `{"a":`, "validate"); code != 1 || !strings.HasPrefix(errOut, "custos: standard input: malformed envelope: ") {
+				t.Errorf("validate malformed: exit %d, %q", code, errOut)
 			}
 
 			// The same bytes an hour later have expired; a day earlier
@@ -63,7 +78,11 @@ func TestArsiaRoundTrip(t *testing.T) {
 			if code, _, errOut := custos(t, tampered, "verify", "--jwks", jwks); code != 1 || !strings.Contains(errOut, "signature not verified") {
 				t.Errorf("tampered envelope: exit %d, stderr %q", code, errOut)
 			}
-			if code, _, errOut := custos(t, signed, "verify", "--jwks", jwks, "--alg", "ES256K"); code != 1 || !strings.Contains(errOut, "not verified") {
+			if code, _, errOut := custos(t, signed, "verify", "--jwks", jwks, "--alg", "ES256K"); code != 2 || !strings.Contains(errOut, "want EdDSA, ES256 or RS256") {
+				t.Errorf("unknown algorithm: exit %d, stderr %q", code, errOut)
+			}
+			other := map[string]string{"EdDSA": "ES256", "ES256": "RS256", "RS256": "EdDSA"}[alg]
+			if code, _, errOut := custos(t, signed, "verify", "--jwks", jwks, "--alg", other); code != 1 || !strings.Contains(errOut, "not verified") {
 				t.Errorf("disallowed algorithm: exit %d, stderr %q", code, errOut)
 			}
 		})
@@ -140,8 +159,8 @@ func TestArsiaCommandErrors(t *testing.T) {
 		{"verify without jwks", "{}", []string{"verify"}, 2, "--jwks is required"},
 		{"validate duplicate key", `{"v":"1.0","v":"1.0"}`, []string{"validate"}, 1, "duplicate member name"},
 		{"validate not object", `[1]`, []string{"validate", "--json"}, 1, "not a JSON object"},
-		{"profile unknown", "", []string{"profile", "show", "NOPE"}, 1, "unknown compliance profile"},
-		{"envelope bad capability", "", []string{"envelope", "new", "--from", "agent:a.b", "--to", "agent:c.d", "--capability", "x", "--type", "a.b/c"}, 1, "capabilit"},
+		{"profile unknown", "", []string{"profile", "show", "NOPE"}, 2, "unknown compliance profile"},
+		{"envelope bad capability", "", []string{"envelope", "new", "--from", "agent:a.b", "--to", "agent:c.d", "--capability", "x", "--type", "a.b/c"}, 2, "capabilit"},
 		{"envelope unknown profile", "", []string{"envelope", "new", "--from", "agent:a.b", "--to", "agent:c.d", "--capability", "a.b", "--type", "a.b/c", "--profile", "NOPE"}, 2, "unknown"},
 		{"envelope bad args", "", []string{"envelope", "new", "--from", "agent:a.b", "--to", "agent:c.d", "--capability", "a.b", "--type", "a.b/c", "--args", "{"}, 2, "--args"},
 	}

@@ -35,7 +35,9 @@ const defaultAuditFile = store.StateFile
 const maxAnchorSize = 4 << 10
 
 type auditEnv struct {
-	logPath string // --log, or $CUSTOS_AUDIT_LOG
+	logFlag string // --log
+	data    dataDir
+	cmd     *cobra.Command
 }
 
 func newAuditCommand() *cobra.Command {
@@ -45,12 +47,14 @@ func newAuditCommand() *cobra.Command {
 		Short: "Verify, export and purge the tamper-evident audit log",
 		Long: `Work on the hash-chained audit log kept in a SQLite file or in PostgreSQL.
 
-The log is named by --log (or $CUSTOS_AUDIT_LOG): a SQLite file, a
-directory holding custos.db (or the audit.db of the layout before it), or a postgres:// URL (custos_schema=NAME
-selects the schema; default custos) where gateway replicas write one
-chain; nothing means custos.db in the data directory
-($CUSTOS_DATA_DIR, or ~/.local/share/custos). These commands never create a
-log: a missing one is an error (exit 1).
+The log is the one in custos.db in the data directory, where custos serve
+writes it. ` + dataDirHelp + `
+
+--log (or $CUSTOS_AUDIT_LOG) names another log instead: a SQLite file, a
+directory holding custos.db (or the audit.db of the layout before it), or a
+postgres:// URL (custos_schema=NAME selects the schema; default custos)
+where gateway replicas write one chain. These commands never create a log:
+a missing one is an error (exit 1) that says where they looked.
 
 Exit codes: 0 when the command succeeded (for verify: the chain verifies),
 1 when the log is missing or unreadable or the chain does not verify, 2 when
@@ -70,26 +74,45 @@ the command line is wrong.`,
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
-	cmd.PersistentFlags().StringVar(&env.logPath, "log", os.Getenv("CUSTOS_AUDIT_LOG"),
-		"the audit log: a SQLite file, a directory holding custos.db, or a postgres:// URL (default $CUSTOS_AUDIT_LOG or custos.db in the data directory)")
+	cmd.PersistentFlags().StringVar(&env.logFlag, "log", "",
+		"another audit log than the data directory's: a SQLite file, a directory holding custos.db, or a postgres:// URL (default $CUSTOS_AUDIT_LOG)")
+	env.data.register(cmd)
+	env.cmd = cmd
 	cmd.AddCommand(env.verifyCommand(), env.exportCommand(), env.purgeCommand())
 	return cmd
 }
 
-// path resolves the log's file name.
-func (e *auditEnv) path() (string, error) {
-	p := e.logPath
-	if p == "" {
-		dir, err := store.DefaultDataDir()
-		if err != nil {
-			return "", err
+// logSpec is what names the log: --log, else (without --data)
+// $CUSTOS_AUDIT_LOG; "" means the data directory's. from says which.
+func (e *auditEnv) logSpec() (spec, from string, err error) {
+	given := e.cmd != nil && e.cmd.PersistentFlags().Changed("log")
+	switch {
+	case given && e.data.given():
+		return "", "", usageError{errors.New("--log and --data both name the audit log; give one")}
+	case given:
+		if e.logFlag == "" {
+			return "", "", usageError{errors.New("--log: an empty location")}
 		}
-		return inDir(dir), nil
+		return e.logFlag, "--log", nil
+	case !e.data.given() && os.Getenv("CUSTOS_AUDIT_LOG") != "":
+		return os.Getenv("CUSTOS_AUDIT_LOG"), "$CUSTOS_AUDIT_LOG", nil
+	}
+	return "", "", nil
+}
+
+// path resolves the log's file name and where it came from.
+func (e *auditEnv) path(p, from string) (string, string, error) {
+	if p == "" {
+		dir, dfrom, err := e.data.resolve()
+		if err != nil {
+			return "", "", err
+		}
+		return inDir(dir), "the data directory, " + dfrom, nil
 	}
 	if fi, err := os.Stat(p); err == nil && fi.IsDir() {
-		return inDir(p), nil
+		return inDir(p), from, nil
 	}
-	return p, nil
+	return p, from, nil
 }
 
 // inDir is the audit log of a data directory: in its state file, or, in
@@ -108,8 +131,12 @@ func inDir(dir string) string {
 // open opens the existing audit log; it refuses to create one. read: the
 // command only reads it (an old file is then not migrated).
 func (e *auditEnv) open(ctx context.Context, read bool) (*audit.Log, string, error) {
-	if strings.HasPrefix(e.logPath, "postgres://") || strings.HasPrefix(e.logPath, "postgresql://") {
-		loc, err := store.Parse(e.logPath)
+	spec, from, err := e.logSpec()
+	if err != nil {
+		return nil, "", err
+	}
+	if strings.HasPrefix(spec, "postgres://") || strings.HasPrefix(spec, "postgresql://") {
+		loc, err := store.Parse(spec)
 		if err != nil {
 			return nil, "", err
 		}
@@ -119,21 +146,21 @@ func (e *auditEnv) open(ctx context.Context, read bool) (*audit.Log, string, err
 		}
 		b, err := pgaudit.Open(ctx, loc.DSN, &pgaudit.Options{Schema: loc.Schema, MustExist: true})
 		if errors.Is(err, pgaudit.ErrNoLog) {
-			return nil, name, fmt.Errorf("no audit log at %s", name)
+			return nil, name, fmt.Errorf("no audit log at %s (from %s)", name, from)
 		}
 		if err != nil {
 			return nil, name, err
 		}
 		return audit.New(b, nil), name, nil
 	}
-	path, err := e.path()
+	path, from, err := e.path(spec, from)
 	if err != nil {
 		return nil, "", err
 	}
 	fi, err := os.Stat(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return nil, path, fmt.Errorf("no audit log at %s", path)
+		return nil, path, noStateError("audit log", path, from, "--log")
 	case err != nil:
 		return nil, path, err
 	case !fi.Mode().IsRegular():
@@ -179,8 +206,8 @@ also accepts an export cut at its end (export --to), which may end with a
 redacted record.`,
 		Args: argsExactly(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if file != "" && cmd.Flags().Changed("log") {
-				return usageError{errors.New("--file and --log are mutually exclusive")}
+			if file != "" && (cmd.Flags().Changed("log") || cmd.Flags().Changed("data")) {
+				return usageError{errors.New("--file verifies an export: --log and --data do not apply")}
 			}
 			if partial && file == "" {
 				return usageError{errors.New("--partial applies only to --file")}

@@ -100,11 +100,54 @@ func TestAuditVerify(t *testing.T) {
 
 func TestAuditDefaultPath(t *testing.T) {
 	dir := t.TempDir()
-	t.Setenv("CUSTOS_DATA_DIR", dir)
+	t.Setenv("CUSTOS_DATA", dir)
 	t.Setenv("CUSTOS_AUDIT_LOG", "")
 	auditAppend(t, filepath.Join(dir, "audit.db"), 1, 2)
 	if out := mustCustos(t, "", "audit", "verify"); !strings.Contains(out, filepath.Join(dir, "audit.db")+" OK: 2 records") {
 		t.Errorf("stdout %q", out)
+	}
+}
+
+// The audit commands find the log custos serve writes by the data
+// directory's rule, and a missing one is named with where the name came
+// from.
+func TestAuditDataDirectory(t *testing.T) {
+	work := t.TempDir()
+	t.Chdir(work)
+	t.Setenv("CUSTOS_DATA", "")
+	t.Setenv("CUSTOS_AUDIT_LOG", "")
+	for _, sub := range [][]string{{"verify"}, {"export"}, {"purge"}} {
+		code, _, errOut := custos(t, "", append([]string{"audit"}, sub...)...)
+		want := "no audit log at " + filepath.Join(work, "custos-data", "custos.db") + " (the data directory, the default ./custos-data)"
+		if code != exitFailure || !strings.Contains(errOut, want) {
+			t.Errorf("%v: exit %d, %q; want %q", sub, code, errOut, want)
+		}
+	}
+	if entries, _ := os.ReadDir(work); len(entries) != 0 {
+		t.Fatalf("created %v", entries)
+	}
+	if err := os.MkdirAll(filepath.Join(work, "custos-data"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	auditAppend(t, filepath.Join(work, "custos-data", "audit.db"), 1, 3)
+	if out := mustCustos(t, "", "audit", "verify"); !strings.Contains(out, "OK: 3 records") {
+		t.Errorf("./custos-data: %q", out)
+	}
+	other := t.TempDir()
+	auditAppend(t, filepath.Join(other, "audit.db"), 1, 1)
+	t.Setenv("CUSTOS_AUDIT_LOG", filepath.Join(work, "nothing.db"))
+	if out := mustCustos(t, "", "audit", "verify", "--data", other); !strings.Contains(out, "OK: 1 record ") {
+		t.Errorf("--data over $CUSTOS_AUDIT_LOG: %q", out)
+	}
+	for _, args := range [][]string{
+		{"audit", "verify", "--data", other, "--log", other},
+		{"audit", "verify", "--data", other, "--file", "x.jsonl"},
+		{"audit", "verify", "--log", ""},
+		{"audit", "verify", "--data", ""},
+	} {
+		if code, _, errOut := custos(t, "", args...); code != exitUsage {
+			t.Errorf("%v: exit %d, %s", args, code, errOut)
+		}
 	}
 }
 
@@ -288,9 +331,9 @@ func TestAuditMissingLog(t *testing.T) {
 
 	// The default location, in an empty data directory.
 	data := t.TempDir()
-	t.Setenv("CUSTOS_DATA_DIR", data)
+	t.Setenv("CUSTOS_DATA", data)
 	t.Setenv("CUSTOS_AUDIT_LOG", "")
-	if code, _, errOut := custos(t, "", "audit", "verify"); code != 1 || !strings.Contains(errOut, filepath.Join(data, "custos.db")) {
+	if code, _, errOut := custos(t, "", "audit", "verify"); code != 1 || !strings.Contains(errOut, filepath.Join(data, "custos.db")+" (the data directory, $CUSTOS_DATA)") {
 		t.Errorf("default: exit %d, %q", code, errOut)
 	}
 	if entries, _ := os.ReadDir(data); len(entries) != 0 {

@@ -27,6 +27,9 @@ func (f *jcsFlags) options() (*jcs.Options, error) {
 	if f.maxDepth < 1 || f.maxSize < 1 {
 		return nil, usageError{fmt.Errorf("--max-depth and --max-size must be positive")}
 	}
+	if f.pointer != "" && f.pointer[0] != '/' {
+		return nil, usageError{fmt.Errorf("--pointer %q: a JSON Pointer must start with '/' (e.g. /request/action)", f.pointer)}
+	}
 	return &jcs.Options{MaxDepth: f.maxDepth, MaxSize: f.maxSize}, nil
 }
 

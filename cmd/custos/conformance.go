@@ -42,6 +42,11 @@ the exit status is non-zero when any case failed or raised an error.`,
 			if opts.SuitesDir == "" || opts.SharedDir == "" {
 				return usageError{fmt.Errorf("--suites and --shared are required")}
 			}
+			switch opts.Level {
+			case "core", "compliance", "full", "all":
+			default:
+				return usageError{fmt.Errorf("--level %q: want core, compliance, full or all", opts.Level)}
+			}
 			for _, c := range categories {
 				if c == "claimed" {
 					opts.Categories = append(opts.Categories, conformance.ArsiaClaimed()...)

@@ -12,6 +12,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"text/tabwriter"
 	"time"
@@ -21,6 +23,7 @@ import (
 	"github.com/custos-runtime/custos/aais"
 	"github.com/custos-runtime/custos/arsia"
 	"github.com/custos-runtime/custos/arsia/sig"
+	"github.com/custos-runtime/custos/asc"
 	"github.com/custos-runtime/custos/audit"
 	"github.com/custos-runtime/custos/gateway"
 	"github.com/custos-runtime/custos/gateway/config"
@@ -44,26 +47,35 @@ func newDemoCommand() *cobra.Command {
   1. a low-risk request (profile GDPR-STANDARD) runs at once and its signed
      response is verified;
   2. a high-risk request (profile EU-AI-ACT-HIGH-RISK) waits for a human: the
-     demo tells you how to approve or deny it from another terminal, and
-     waits (or approves it itself with --approve);
+     demo tells you how to approve or deny it (the web inbox, another
+     terminal, the HTTP API) and waits; with --approve it approves it
+     itself, through the approvals API as the login token's reviewer
+     ("admin"), and prints no instructions;
   3. the audit trail of everything that happened is printed and verified.
 
 Everything lives in a temporary data directory, removed at the end unless
 --keep or --data is given.`,
 		Args: argsExactly(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if timeout <= 0 {
+				return usageError{fmt.Errorf("--timeout %v: want a positive duration", timeout)}
+			}
+			if _, _, err := net.SplitHostPort(listen); err != nil {
+				return usageError{fmt.Errorf("--listen %q: want HOST:PORT (port 0: any free port): %v", listen, err)}
+			}
 			return runDemo(cmd.Context(), cmd.OutOrStdout(), dataDir, listen, approve, keep, timeout)
 		},
 	}
 	cmd.Flags().StringVar(&dataDir, "data", "", "the data directory (default: a temporary one)")
-	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:0", "the gateway's address (default: any free port)")
-	cmd.Flags().BoolVar(&approve, "approve", false, "approve the high-risk request automatically, as the demo reviewer")
+	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:0", "the gateway's address (port 0: any free port)")
+	cmd.Flags().BoolVar(&approve, "approve", false, "approve the high-risk request automatically, as the login token's reviewer (admin)")
 	cmd.Flags().BoolVar(&keep, "keep", false, "keep the temporary data directory")
 	cmd.Flags().DurationVar(&timeout, "timeout", 10*time.Minute, "how long to wait for your decision")
 	return cmd
 }
 
 func runDemo(ctx context.Context, out io.Writer, dataDir, listen string, approve, keep bool, timeout time.Duration) error {
+	kept := true
 	if dataDir == "" {
 		d, err := os.MkdirTemp("", "custos-demo-")
 		if err != nil {
@@ -71,6 +83,7 @@ func runDemo(ctx context.Context, out io.Writer, dataDir, listen string, approve
 		}
 		dataDir = d
 		if !keep {
+			kept = false
 			defer os.RemoveAll(d)
 		}
 	}
@@ -154,17 +167,22 @@ func runDemo(ctx context.Context, out io.Writer, dataDir, listen string, approve
 	approvalID := gateway.ApprovalOf(exID)
 	fmt.Fprintf(out, "   -> %d %s: the profile requires a human before execution; the payments agent has been called %d times.\n",
 		code, reply["intent"], transfers.Load())
-	fmt.Fprintf(out, "   Approve or deny it in the web inbox: open %s/ and sign in with the token %s\n", base, token)
-	fmt.Fprintf(out, "   or from another terminal:\n")
-	fmt.Fprintf(out, "     custos approvals --store sqlite:%s show %s\n", filepath.Join(dataDir, "custos.db"), approvalID)
-	fmt.Fprintf(out, "     custos approvals --store sqlite:%s approve %s   (or: deny)\n", filepath.Join(dataDir, "custos.db"), approvalID)
-	fmt.Fprintf(out, "   or through the HTTP API: curl -H 'Authorization: Bearer %s' %s/approvals/snapshot\n", token, base)
+	self, installed := selfCommand()
 	if approve {
 		if err := demoApprove(ctx, base, token, approvalID); err != nil {
 			return err
 		}
-		fmt.Fprintln(out, "   (--approve: approved as the demo reviewer)")
+		fmt.Fprintf(out, "   --approve: approved %s through the approvals API, signed in with the login token (reviewer %s)\n",
+			approvalID, config.AdminReviewer)
 	} else {
+		fmt.Fprintf(out, "   Approve or deny it in the web inbox: open %s/ in a browser and sign in with the login token %s\n", base, token)
+		fmt.Fprintf(out, "   or from another terminal:\n")
+		fmt.Fprintf(out, "     %s approvals --data %s show %s\n", self, dataDir, approvalID)
+		fmt.Fprintf(out, "     %s approvals --data %s approve %s   (or: deny)\n", self, dataDir, approvalID)
+		if !installed {
+			fmt.Fprintf(out, "     (go install ./cmd/custos puts custos on your PATH)\n")
+		}
+		fmt.Fprintf(out, "   or through the HTTP API: curl -H 'Authorization: Bearer %s' %s/approvals/snapshot\n", token, base)
 		fmt.Fprintf(out, "   Waiting for your decision (up to %s)...\n", timeout)
 	}
 	deadline := time.Now().Add(timeout)
@@ -206,8 +224,16 @@ func runDemo(ctx context.Context, out io.Writer, dataDir, listen string, approve
 	if err := stop(); err != nil {
 		return err
 	}
-	fmt.Fprintln(out, "3. The audit trail (hash-chained; custos audit verify checks it):")
-	return printAuditTrail(context.Background(), out, filepath.Join(dataDir, "custos.db"))
+	fmt.Fprintln(out, "3. The audit trail, hash-chained (ASC: each step's Agent Status Code; "+self+" status explain CODE says what it means):")
+	if err := printAuditTrail(context.Background(), out, filepath.Join(dataDir, "custos.db")); err != nil {
+		return err
+	}
+	if kept {
+		fmt.Fprintf(out, "\nThe data directory %s is kept: %s audit verify --data %s checks the chain again.\n", dataDir, self, dataDir)
+	} else {
+		fmt.Fprintf(out, "\nThe temporary data directory is removed now (--keep keeps it).\n")
+	}
+	return nil
 }
 
 func demoDo(req *http.Request) (int, map[string]any, http.Header, error) {
@@ -286,6 +312,8 @@ func printAuditTrail(ctx context.Context, out io.Writer, path string) error {
 	}
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "   SEQ\tKIND\tCAPABILITY\tPROFILE\tOVERSIGHT\tOUTCOME\tACTOR\tASC")
+	var seen []int
+	var codes []string // the codes of the ASC column, with their names
 	sc := bufio.NewScanner(&buf)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
@@ -293,11 +321,18 @@ func printAuditTrail(ctx context.Context, out io.Writer, path string) error {
 		if err != nil {
 			return err
 		}
+		if e, ok := asc.Lookup(asc.Code(r.ASCCode)); ok && !slices.Contains(seen, r.ASCCode) {
+			seen = append(seen, r.ASCCode)
+			codes = append(codes, fmt.Sprintf("%d %s", r.ASCCode, e.Name))
+		}
 		fmt.Fprintf(tw, "   %d\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", r.Seq, r.Kind, r.Capability, orDash(r.Profile), orDash(r.Oversight), r.Outcome,
 			orDash(r.Actor.ID), r.ASCCode)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if len(codes) > 0 {
+		fmt.Fprintf(out, "   ASC codes: %s\n", strings.Join(codes, ", "))
 	}
 	rep, err := log.Verify(ctx)
 	if err != nil {

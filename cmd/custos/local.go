@@ -64,7 +64,7 @@ func startLocalGateway(ctx context.Context, cfg config.Config) (base, token stri
 	sc := bufio.NewScanner(pr)
 	for sc.Scan() {
 		banner.WriteString(sc.Text() + "\n")
-		if strings.Contains(sc.Text(), "custos approvals --store") {
+		if strings.Contains(sc.Text(), "CLI: ") {
 			break
 		}
 	}

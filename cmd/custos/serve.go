@@ -45,9 +45,38 @@ answers with a signed reply.
 
 Settings come from --config FILE (YAML; see custos.example.yaml), then the
 CUSTOS_* environment variables, then the flags. On first run the data
-directory is created with the gateway's own Ed25519 key; later runs reuse it.`,
+directory is created with the gateway's own Ed25519 key; later runs reuse it.
+
+The data directory is --data DIR, else $CUSTOS_DATA, else data: in the
+configuration, else ./custos-data; custos approvals and custos audit find
+it by the same rule (--data, $CUSTOS_DATA, ./custos-data).`,
 		Args: argsExactly(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// A flag's value is checked on its own first: a wrong one is
+			// the command line's mistake (exit 2), whatever the
+			// configuration file says.
+			for key, v := range flags {
+				if !cmd.Flags().Changed(key) {
+					continue
+				}
+				one := config.Default()
+				if err := one.Set(key, *v); err != nil {
+					return usageError{err}
+				}
+				if err := one.Check(); err != nil {
+					return usageError{fmt.Errorf("--%s: %w", key, err)}
+				}
+				if key == "listen" {
+					if _, err := net.ResolveTCPAddr("tcp", *v); err != nil {
+						return usageError{fmt.Errorf("--listen: %w", err)}
+					}
+				}
+				if key == "store" {
+					if _, err := store.Parse(*v); err != nil {
+						return usageError{fmt.Errorf("--store: %w", err)}
+					}
+				}
+			}
 			cfg := config.Default()
 			if configFile == "" {
 				configFile = os.Getenv("CUSTOS_CONFIG")
@@ -93,7 +122,7 @@ all the gateway keeps.`,
 	cmd.AddCommand(newServePasswordCommand())
 	for _, f := range []struct{ name, usage string }{
 		{"listen", "the address to listen on (default 127.0.0.1:8080)"},
-		{"data", "the data directory (default ./custos-data)"},
+		{"data", "the data directory (default $CUSTOS_DATA, else data: in --config, else ./custos-data)"},
 		{"store", "where the state is kept (default DATA/custos.db, one SQLite file); postgres://… keeps all of it there, shared by several replicas"},
 	} {
 		flags[f.name] = cmd.Flags().String(f.name, "", f.usage)
@@ -108,6 +137,13 @@ func serve(ctx context.Context, cfg config.Config, out, errOut io.Writer) error 
 		level = slog.NewJSONHandler(errOut, nil)
 	}
 	logger := slog.New(level)
+	// The address first: a port in use fails here, before the data
+	// directory, the key and the state are created.
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("%w (is another process on it? choose another address with --listen or $CUSTOS_LISTEN)", err)
+	}
+	defer ln.Close()
 	if err := os.MkdirAll(cfg.Data, 0o700); err != nil {
 		return err
 	}
@@ -201,6 +237,11 @@ func serve(ctx context.Context, cfg config.Config, out, errOut io.Writer) error 
 		return err
 	}
 
+	// What the previous process recorded is vouched for before anything
+	// new (after a crash, its last records have no checkpoint yet).
+	if err := gw.Checkpoint(ctx); err != nil {
+		return fmt.Errorf("signing an audit checkpoint: %w", err)
+	}
 	// Whatever this gateway (or, on a shared store, this replica) left
 	// running when it stopped has an unknown outcome and is not run again.
 	if n, err := gw.Recover(ctx, instance); err != nil {
@@ -269,10 +310,6 @@ func serve(ctx context.Context, cfg config.Config, out, errOut io.Writer) error 
 	mux.Handle(agui.ResumePath, resume)
 	mux.Handle("/", inbox)
 
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return err
-	}
 	// The transport limits come first: a refused caller costs no body
 	// read, no signature check and no durable write.
 	ln = limits.Listener(ln)
@@ -290,13 +327,21 @@ func serve(ctx context.Context, cfg config.Config, out, errOut io.Writer) error 
 	if created {
 		keyNote = "created"
 	}
+	self, installed := selfCommand()
+	where := "--store " + loc.String()
+	if loc.Kind == store.KindSQLite && loc.Path == filepath.Join(cfg.Data, store.StateFile) {
+		where = "--data " + cfg.Data
+	}
 	fmt.Fprintf(out, "custos serve: listening on %s\n", addr)
-	fmt.Fprintf(out, "  agent      %s (key %s, %s)\n", cfg.Agent, kid, keyNote)
-	fmt.Fprintf(out, "  data       %s\n", cfg.Data)
-	fmt.Fprintf(out, "  inbox      %s/v1/arsia/inbox\n", addr)
-	fmt.Fprintf(out, "  reviewers  %s/ (the inbox) — sign in with the login token %s (valid until this process stops)\n", addr, token)
-	fmt.Fprintf(out, "             API: \"Authorization: Bearer %s\" on %s/approvals/ and %s/v1/reviews\n", token, addr, addr)
-	fmt.Fprintf(out, "             CLI: custos approvals --store %s list\n", loc)
+	fmt.Fprintf(out, "  agent           %s (key %s, %s)\n", cfg.Agent, kid, keyNote)
+	fmt.Fprintf(out, "  data            %s\n", cfg.Data)
+	fmt.Fprintf(out, "  agents send to  %s/v1/arsia/inbox (signed ARSIA requests, POST; not a web page)\n", addr)
+	fmt.Fprintf(out, "  reviewers open  %s/ in a browser (the web inbox) and sign in with the login token %s (valid until this process stops)\n", addr, token)
+	fmt.Fprintf(out, "                  API: \"Authorization: Bearer %s\" on %s/approvals/ and %s/v1/reviews\n", token, addr, addr)
+	fmt.Fprintf(out, "                  CLI: %s approvals %s list\n", self, where)
+	if !installed {
+		fmt.Fprintf(out, "                  (go install ./cmd/custos puts custos on your PATH)\n")
+	}
 
 	var serveErr error
 	select {

@@ -36,6 +36,7 @@ type gatewayUnderTest struct {
 	dataDir    string
 	configPath string
 	log        *syncBuffer
+	banner     *syncBuffer
 }
 
 // startGateway writes a configuration (a sender key in a JWKS file, an
@@ -80,7 +81,7 @@ func startGateway(t *testing.T, dataDir string, prev *gatewayUnderTest, extraYAM
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var out, errOut syncBuffer
-	g.log = &errOut
+	g.log, g.banner = &errOut, &out
 	done := make(chan int, 1)
 	go func() {
 		done <- run(ctx, []string{"serve", "--config", g.configPath}, strings.NewReader(""), &out, &errOut)
@@ -368,7 +369,7 @@ func TestDemo(t *testing.T) {
 		t.Fatalf("demo exit %d: %s\n%s", code, errOut, out)
 	}
 	for _, want := range []string{"-> 200 response, signed by agent:demo.gateway", "-> 202 pending_approval",
-		"approve apr_", "called 0 times", "-> 200 response; the payments agent has been called 1 time(s)",
+		"--approve: approved apr_", "called 0 times", "-> 200 response; the payments agent has been called 1 time(s)",
 		"approval_decision: approved by admin", "approval    payments.transfer", "checkpoint", "chain verified: 6 records"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("demo output lacks %q:\n%s", want, out)

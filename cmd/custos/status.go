@@ -37,7 +37,7 @@ treat it.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			code, err := asc.ParseCode(args[0])
 			if err != nil {
-				return err
+				return usageError{err}
 			}
 			_, err = fmt.Fprint(cmd.OutOrStdout(), asc.Explain(code))
 			return err

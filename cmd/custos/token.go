@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -147,6 +148,9 @@ is accepted once, within 300 seconds of its creation: make one per request.`,
 				return usageError{errors.New(`--token is required (the access token, or "-" for standard input)`)}
 			case method == "":
 				return usageError{errors.New("--method is empty")}
+			}
+			if u, err := url.Parse(rawURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				return usageError{fmt.Errorf("--url %q: want the absolute http:// or https:// URL of the request", rawURL)}
 			}
 			if token == "-" {
 				data, err := io.ReadAll(io.LimitReader(cmd.InOrStdin(), auth.MaxJWTBytes+2))

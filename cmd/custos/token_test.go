@@ -110,7 +110,7 @@ func TestTokenCommandErrors(t *testing.T) {
 		"public key":    {[]string{"token", "issue", "--key", filepath.Join(dir, "jwks.json"), "--iss", "i", "--sub", "agent:a.b", "--aud", "agent:c.d", "--scope", "x.y"}, 1, ""},
 		"dpop no url":   {[]string{"token", "dpop", "--key", key, "--token", "a.b.c"}, 2, "--url"},
 		"dpop no token": {[]string{"token", "dpop", "--key", key, "--url", "http://h/x"}, 2, "--token"},
-		"dpop bad url":  {[]string{"token", "dpop", "--key", key, "--url", "/inbox", "--token", "a.b.c"}, 1, "URL"},
+		"dpop bad url":  {[]string{"token", "dpop", "--key", key, "--url", "/inbox", "--token", "a.b.c"}, 2, "URL"},
 	} {
 		code, _, errOut := custos(t, "", tc.args...)
 		if code != tc.code || !strings.Contains(errOut, tc.msg) {

@@ -5,6 +5,8 @@ import (
 	"runtime/debug"
 
 	"github.com/spf13/cobra"
+
+	"github.com/custos-runtime/custos/arsia"
 )
 
 // version is set at link time by release builds (-ldflags "-X main.version=v1.2.3").
@@ -23,7 +25,8 @@ func newVersionCommand() *cobra.Command {
 				fmt.Fprintf(w, "revision %s\n", revision)
 			}
 			fmt.Fprintf(w, "go %s\n", goVersion)
-			fmt.Fprintln(w, "implements: RFC 8785 canonical JSON; ASC 0.1.0 (experimental draft)")
+			fmt.Fprintf(w, "implements: ARSIA %s (envelopes, signatures, compliance profiles, the custos serve gateway); "+
+				"AAIS 1.0 (approvals); ASC 0.1.0 (experimental draft); RFC 8785 canonical JSON\n", arsia.ProtocolVersion)
 			return nil
 		},
 	}

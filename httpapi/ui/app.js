@@ -129,6 +129,60 @@
     return x && typeof x.request_id === "string" ? x : null;
   }
 
+  // ---- risk: the handler's, raised by what the profile demands ----
+  // A request's risk level comes from its handler (what the call does);
+  // its compliance profile can demand more (EU-AI-ACT-HIGH-RISK through
+  // the echo handler is still a high-risk system's call). The level shown
+  // is the higher of the two, and the detail says where each comes from.
+  const RISK_ORDER = ["low", "medium", "high", "critical"];
+  const OVERSIGHT_RISK = { required_before_execution: "high", required_post_execution: "medium", required_within_24h: "medium" };
+  let profileOversight = {};
+  async function loadProfiles() {
+    try {
+      const r = await fetch("/ui/profiles.json", { credentials: "same-origin" });
+      if (r.ok) profileOversight = (await r.json()).human_oversight || {};
+    } catch (e) { /* the handler's level alone */ }
+  }
+  function riskOf(req) {
+    const handler = req.risk.level;
+    const profile = profileOf(req);
+    const oversight = profileOversight[profile] || "";
+    const floor = OVERSIGHT_RISK[oversight];
+    const raised = !!floor && RISK_ORDER.indexOf(floor) > RISK_ORDER.indexOf(handler);
+    return { level: raised ? floor : handler, handler, profile, oversight, raised };
+  }
+  function riskWhy(k) {
+    if (k.raised) return "the profile " + k.profile + " demands human oversight " + k.oversight + "; the handler alone: " + k.handler;
+    return k.profile && k.oversight ? "the handler's; the profile " + k.profile + " demands human oversight " + k.oversight : "the handler's";
+  }
+
+  // ---- execution: what came of an approved gateway request ----
+  // A gateway's approval request apr_X belongs to exchange exc_X, whose
+  // status URL answers its reply. Final answers are kept.
+  const executions = new Map(); // request id -> {text, cls}
+  async function executionOf(requestId) {
+    if (!/^apr_[A-Za-z0-9_-]+$/.test(requestId)) return null;
+    if (executions.has(requestId)) return executions.get(requestId);
+    let resp, env = null;
+    try {
+      resp = await fetch("/v1/arsia/exchanges/exc_" + requestId.slice(4), { credentials: "same-origin", cache: "no-store", headers: { Accept: "application/arsia+json, application/json" } });
+      env = await resp.json().catch(() => null);
+    } catch (e) { return null; }
+    if (resp.status === 404) return null;
+    let x;
+    if (resp.status === 202) x = { text: "not run yet (queued or running)", cls: "pending", final: false };
+    else if (env && env.intent === "response") x = { text: "ran: succeeded (HTTP " + resp.status + ")", cls: "good", final: true };
+    else if (env && env.intent === "error") {
+      const e = (env.payload && env.payload.error) || {};
+      const st = e.details && e.details.agent_status;
+      const code = st && st.code;
+      if (code === 6005) x = { text: "interrupted: the outcome is unknown (ASC 6005); check before retrying", cls: "bad", final: true };
+      else x = { text: "did not succeed: " + (e.code || "error") + (code ? " (ASC " + code + ")" : "") + (e.description ? " — " + e.description : ""), cls: "bad", final: true };
+    } else return null;
+    if (x.final) executions.set(requestId, x);
+    return x;
+  }
+
   function openRequest(id) {
     location.hash = "#/request/" + encodeURIComponent(id);
   }
@@ -194,6 +248,7 @@
     const a = state.me.actor;
     $("whoami-name").textContent = visible(a.display_name ? a.display_name + " (" + a.id + ")" : a.id);
     $("whoami-roles").textContent = state.me.roles && state.me.roles.length ? "roles: " + visible(state.me.roles.join(", ")) : "";
+    loadProfiles().then(() => { renderList(); if (state.open) renderDetail(); });
     connect();
     loadHistory();
     loadRules();
@@ -282,6 +337,7 @@
     for (const r of reqs) {
       const a = r.action;
       const profile = profileOf(r);
+      const risk = riskOf(r);
       const b = el("button", {
         type: "button", class: "item", "data-request": r.id,
         "aria-current": state.open === r.id ? "true" : null,
@@ -289,7 +345,7 @@
       },
       el("div", { class: "item-title" }, a.summary),
       el("div", { class: "item-meta" },
-        el("span", { class: "risk risk-" + r.risk.level }, r.risk.level),
+        el("span", { class: "risk risk-" + risk.level, title: "risk: " + riskWhy(risk) }, risk.level),
         el("span", { class: "mono" }, a.name),
         supersedesOf(r) ? el("span", { class: "tag" }, "edited by " + supersedesOf(r).proposed_by.id) : null,
         profile ? el("span", {}, profile) : null,
@@ -376,6 +432,16 @@
       if (res) {
         body.append(el("p", { class: "notice " + (res.outcome === "approved" ? "good" : "bad"), id: "detail-outcome" },
           "Outcome: " + res.outcome + (res.effective_scope ? " (" + res.effective_scope + ")" : "") + ". " + res.message));
+        if (res.outcome === "approved") {
+          const ex = el("p", { id: "detail-execution", class: "muted" }, "Execution: checking…");
+          body.append(ex);
+          executionOf(id).then((x) => {
+            if (!x) { ex.remove(); return; }
+            ex.className = "notice " + x.cls;
+            ex.textContent = visible("Execution: " + x.text);
+            if (!x.final) setTimeout(() => { if (state.open === id && !state.pending.has(id)) renderDetail(); }, 1500);
+          });
+        }
         const sup = supersededByOf(res);
         if (sup) {
           body.append(el("p", { id: "detail-superseded" }, "Superseded by ",
@@ -418,7 +484,8 @@
 
     body.append(el("h3", {}, "Request"));
     const meta = el("dl", { class: "facts" });
-    fact(meta, "Risk", el("span", {}, el("span", { class: "risk risk-" + req.risk.level }, req.risk.level)));
+    const risk = riskOf(req);
+    fact(meta, "Risk", el("span", { id: "detail-risk" }, el("span", { class: "risk risk-" + risk.level }, risk.level), " " + riskWhy(risk)));
     fact(meta, "Reasons", el("ul", {}, ...req.risk.reasons.map((r) => el("li", {}, r))));
     fact(meta, "Compliance profile", profile || "none");
     fact(meta, "Harness", req.origin.harness);
@@ -596,7 +663,18 @@
           h.superseded_by ? el("div", { class: "muted" }, "by ",
             el("a", { href: "#/request/" + encodeURIComponent(h.superseded_by) }, h.superseded_by)) : null),
         el("td", {}, who),
+        el("td", { class: "execution", "data-execution": h.request_id }, h.outcome === "approved" ? "…" : "—"),
         el("td", {}, fmtTime(h.resolved_at))));
+    }
+    const checks = rows.filter((h) => h.outcome === "approved").map((h) => executionOf(h.request_id).then((x) => {
+      const cell = tb.querySelector('[data-execution="' + CSS.escape(h.request_id) + '"]');
+      if (cell) cell.textContent = visible(x ? x.text : "—");
+      return x;
+    }));
+    // An approved call runs after the decision: look again until it has.
+    const xs = await Promise.all(checks);
+    if (xs.some((x) => x && !x.final) && !state.historyAgain) {
+      state.historyAgain = setTimeout(() => { state.historyAgain = null; loadHistory(); }, 1500);
     }
   }
 
