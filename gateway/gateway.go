@@ -38,6 +38,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/custos-runtime/custos/aais"
 	"github.com/custos-runtime/custos/arsia"
 	"github.com/custos-runtime/custos/arsia/compliance"
@@ -113,6 +115,10 @@ type Options struct {
 	Now func() time.Time
 	// Logger receives diagnostics (slog.Default when nil).
 	Logger *slog.Logger
+	// Metrics is the registry the gateway registers its metrics on (one
+	// of its own, with the Go runtime and process collectors, when nil);
+	// Gateway.Metrics returns it.
+	Metrics *prometheus.Registry
 }
 
 // UnitOfWork runs fn so that every write of the gateway's stores it makes
@@ -210,7 +216,12 @@ func New(o Options) (*Gateway, error) {
 	if lim == nil {
 		lim = NewMemoryRateLimiter(o.RateLimit)
 	}
-	return &Gateway{o: o, limiter: lim}, nil
+	g := &Gateway{o: o, limiter: lim}
+	var err error
+	if g.metrics, err = newMetrics(g, o.Metrics); err != nil {
+		return nil, fmt.Errorf("gateway: metrics: %w", err)
+	}
+	return g, nil
 }
 
 // Reply is what the gateway answers: the HTTP status and the signed ARSIA
@@ -296,6 +307,7 @@ func (g *Gateway) Receive(ctx context.Context, in Inbound) Reply {
 	rep := g.receive(ctx, in, &who)
 	result := resultLabel(rep)
 	g.metrics.inc("custos_requests_total", result)
+	observe(g.metrics.latency.WithLabelValues(result, g.metrics.sender(&who)), time.Since(start), who.trace)
 	if g.o.Logger.Enabled(ctx, slog.LevelInfo) {
 		attrs := []slog.Attr{slog.Int("status", rep.Status), slog.String("result", result),
 			slog.Duration("took", time.Since(start))}
@@ -320,6 +332,9 @@ func (g *Gateway) Receive(ctx context.Context, in Inbound) Reply {
 type requestInfo struct {
 	from, msgID, trace string
 	verified           bool
+	// agent is the verified sender's agent id (the metrics' sender label
+	// when the configuration names it).
+	agent string
 }
 
 // resultLabel names how a request was answered, for the metrics.
@@ -359,12 +374,15 @@ func (g *Gateway) receive(ctx context.Context, in Inbound, who *requestInfo) Rep
 	// Nothing durable is written for it, and the answer is neither signed
 	// nor addressed to the claimed sender, nor says which check failed
 	// (unknown key, bad signature, revoked key): see docs/security.md.
-	v, err := sig.Verify(ctx, env, g.o.Keys, sig.VerifyOptions{Algorithms: g.o.Algorithms, Now: g.o.Now})
+	stages := stageClock{g: g, ctx: ctx}
+	defer stages.done()
+	v, err := sig.Verify(stages.next(stageVerify), env, g.o.Keys, sig.VerifyOptions{Algorithms: g.o.Algorithms, Now: g.o.Now})
+	stages.done()
 	if err != nil {
 		return g.unauthenticated(ctx, who, err)
 	}
 	env = v.Envelope
-	who.verified = true
+	who.verified, who.agent = true, from
 	if msgID == "" {
 		return g.errorReply(ctx, from, msgID, &arsia.Error{Code: arsia.CodeInvalidRequest, Description: "The message has no id.",
 			Details: map[string]any{"field": "/id"}}, now)
@@ -389,6 +407,7 @@ func (g *Gateway) receive(ctx context.Context, in Inbound, who *requestInfo) Rep
 		rec.PayloadHash = "sha256:" + h
 	}
 	fail := func(e *arsia.Error) Reply {
+		stages.done()
 		rec.Outcome = audit.OutcomeRejected
 		rec.ASCCode = int(e.AsASC().Code())
 		if rec.Details == nil {
@@ -404,6 +423,7 @@ func (g *Gateway) receive(ctx context.Context, in Inbound, who *requestInfo) Rep
 	// 3 structure: freshness first (Core §8.3: a stale or future message
 	// is refused before anything else is read of it), then the version
 	// (Core §7.4, so a newer agent learns which versions this one speaks).
+	stages.next(stageValidate)
 	if e := arsia.CheckFreshness(env, g.o.Profiles, now); e != nil {
 		return fail(e)
 	}
@@ -424,6 +444,7 @@ func (g *Gateway) receive(ctx context.Context, in Inbound, who *requestInfo) Rep
 	oversight := compliance.EffectiveOversight(env, g.o.Profiles)
 	rec.Oversight = string(oversight)
 	// 4 authorize
+	actx := stages.next(stageAuthorize)
 	if to, _ := env["to"].(string); to != g.o.Agent {
 		return fail(&arsia.Error{Code: arsia.CodeInvalidRequest, Description: "This gateway is " + g.o.Agent + "; the message is addressed to another agent.",
 			Details: map[string]any{"field": "/to"}})
@@ -437,14 +458,14 @@ func (g *Gateway) receive(ctx context.Context, in Inbound, who *requestInfo) Rep
 	}
 	rec.Capability = call.Capability
 	if g.o.Trust != nil {
-		if e := g.o.Trust.Check(ctx, TrustQuery{Sender: from, KID: v.KeyID, Capability: call.Capability, Profile: rec.Profile}); e != nil {
+		if e := g.o.Trust.Check(actx, TrustQuery{Sender: from, KID: v.KeyID, Capability: call.Capability, Profile: rec.Profile}); e != nil {
 			return fail(e)
 		}
 	}
 	requested := stringsOf(env["capabilities"])
 	scope := g.o.Grants[from]
 	if g.o.Authorizer != nil {
-		grant, e := g.o.Authorizer.Authorize(ctx, AuthzQuery{Sender: from, Recipient: g.o.Agent, Capabilities: requested,
+		grant, e := g.o.Authorizer.Authorize(actx, AuthzQuery{Sender: from, Recipient: g.o.Agent, Capabilities: requested,
 			Authorization: in.Authorization, DPoP: in.DPoP, Method: in.Method, URL: in.URL, Now: now})
 		if e != nil {
 			return fail(e)
@@ -483,6 +504,7 @@ func (g *Gateway) receive(ctx context.Context, in Inbound, who *requestInfo) Rep
 	if err != nil {
 		return fail(&arsia.Error{Code: arsia.CodeInvalidRequest, Description: err.Error()})
 	}
+	stages.done()
 
 	x := exchange.Exchange{Sender: from, MessageID: msgID, CorrelationID: msgID, Capability: call.Capability,
 		ActionDigest: digest, State: exchange.Received, TraceID: traceOf(ctx)}
@@ -556,7 +578,8 @@ func (g *Gateway) receive(ctx context.Context, in Inbound, who *requestInfo) Rep
 	var sw submitted
 	// fn may run again (a retried batch): it starts from x0 each time.
 	x0 := x
-	err = g.o.Units.Unit(ctx, func(ctx context.Context) error {
+	cctx, endCommit := g.begin(ctx, stageCommit)
+	err = g.o.Units.Unit(cctx, func(ctx context.Context) error {
 		var err error
 		sw, submitErr, auditErr = submitted{}, nil, nil
 		x, created, err = g.o.Exchanges.Create(ctx, x0)
@@ -587,6 +610,7 @@ func (g *Gateway) receive(ctx context.Context, in Inbound, who *requestInfo) Rep
 		}
 		return nil
 	})
+	endCommit()
 	switch {
 	case auditErr != nil:
 		// Nothing runs unrecorded. Where the exchange was written on

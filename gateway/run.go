@@ -82,9 +82,13 @@ func (g *Gateway) execute(ctx context.Context, x exchange.Exchange, h handler.Ha
 		// Approved: only the action approved runs (a missing digest
 		// fails closed in Dispatch).
 		rec.Details["action_digest"] = digest
-		res, runErr = handler.Dispatch(ctx, h, call, digest)
+		hctx, end := g.begin(ctx, stageHandler)
+		res, runErr = handler.Dispatch(hctx, h, call, digest)
+		end()
 	} else {
-		res, runErr = handler.Run(ctx, h, call)
+		hctx, end := g.begin(ctx, stageHandler)
+		res, runErr = handler.Run(hctx, h, call)
+		end()
 	}
 	// What records the call runs whatever became of the request that
 	// brought it (a sender that hung up, a gateway shutting down), within
@@ -141,13 +145,15 @@ func (g *Gateway) execute(ctx context.Context, x exchange.Exchange, h handler.Ha
 	// (Options.Units).
 	prepared, auditErr := g.o.Audit.Prepare(rec)
 	if auditErr == nil {
-		err = g.o.Units.Unit(ctx, func(ctx context.Context) error {
+		cctx, end := g.begin(ctx, stageCommit)
+		err = g.o.Units.Unit(cctx, func(ctx context.Context) error {
 			if _, auditErr = g.o.Audit.AppendPrepared(ctx, prepared); auditErr != nil {
 				return auditErr
 			}
 			_, _, err := g.o.Exchanges.Apply(ctx, x.ID, exchange.Executing, final, change)
 			return err
 		})
+		end()
 	}
 	if auditErr != nil {
 		// The action ran; its record failed. Fail closed: the sender is
@@ -308,6 +314,12 @@ func (g *Gateway) resumeOne(ctx context.Context, id string) error {
 	xctx := withTrace(ctx, ref.TraceID)
 	receipt := st.Resolution.Event
 	if x.State == exchange.PendingApproval {
+		// Decided: how long the reviewer took, and how long the exchange
+		// waited for it, up to this process moving it on.
+		g.metrics.decided(req, receipt.Resolution, ref.TraceID)
+		if !x.CreatedAt.IsZero() {
+			observe(g.metrics.stages[stageOversight], max(g.o.Now().Sub(x.CreatedAt), 0), ref.TraceID)
+		}
 		if receipt.Resolution.Outcome != aais.OutcomeApproved {
 			g.refuse(xctx, x, call, ref.Profile, receipt, edits)
 			return nil
