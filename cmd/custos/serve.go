@@ -236,7 +236,7 @@ func serve(ctx context.Context, cfg config.Config, out, errOut io.Writer) error 
 	if err != nil {
 		return err
 	}
-	reviewerUI, token, err := newReviewerSurfaces(cfg, auth, st, logger)
+	reviewerUI, token, err := newReviewerSurfaces(cfg, auth, st, logger, gw.Metrics())
 	if err != nil {
 		return err
 	}
