@@ -39,6 +39,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/custos-runtime/custos/aais"
 	"github.com/custos-runtime/custos/arsia"
@@ -115,6 +116,10 @@ type Options struct {
 	Now func() time.Time
 	// Logger receives diagnostics (slog.Default when nil).
 	Logger *slog.Logger
+	// Tracer, when set, traces every request: a span per request, per
+	// stage and per handler call, propagated to the upstreams (W3C
+	// traceparent, MCP _meta). Nil traces nothing, at no cost.
+	Tracer trace.TracerProvider
 	// Metrics is the registry the gateway registers its metrics on (one
 	// of its own, with the Go runtime and process collectors, when nil);
 	// Gateway.Metrics returns it.
@@ -160,6 +165,8 @@ type Gateway struct {
 	// whose call a goroutine of it is running or recording.
 	running sync.Map
 	metrics metrics
+	// tracer is nil when tracing is off.
+	tracer trace.Tracer
 	// logSample counts unauthenticated refusals, for sampled logging.
 	logSample atomic.Uint64
 }
@@ -217,6 +224,9 @@ func New(o Options) (*Gateway, error) {
 		lim = NewMemoryRateLimiter(o.RateLimit)
 	}
 	g := &Gateway{o: o, limiter: lim}
+	if o.Tracer != nil {
+		g.tracer = o.Tracer.Tracer(tracerName)
+	}
 	var err error
 	if g.metrics, err = newMetrics(g, o.Metrics); err != nil {
 		return nil, fmt.Errorf("gateway: metrics: %w", err)
@@ -251,6 +261,10 @@ type Inbound struct {
 	// Method and URL are the HTTP method and the absolute URL the request
 	// was sent to (DPoP's htm and htu).
 	Method, URL string
+	// TraceParent and TraceState are the W3C Trace Context headers ("" when
+	// absent): the request's span is their child, and its trace id the
+	// request's when the envelope names none.
+	TraceParent, TraceState string
 }
 
 // TrustPolicy decides whether a sender whose signature verified may make a
@@ -304,10 +318,15 @@ type Grant struct {
 func (g *Gateway) Receive(ctx context.Context, in Inbound) Reply {
 	start := time.Now()
 	var who requestInfo
-	rep := g.receive(ctx, in, &who)
+	rep := g.receive(ctx, in, start, &who)
 	result := resultLabel(rep)
 	g.metrics.inc("custos_requests_total", result)
-	observe(g.metrics.latency.WithLabelValues(result, g.metrics.sender(&who)), time.Since(start), who.trace)
+	if who.span != nil {
+		observe(trace.ContextWithSpan(ctx, who.span), g.metrics.latency.WithLabelValues(result, g.metrics.sender(&who)), time.Since(start))
+		g.endRequest(who.span, rep, result, &who)
+	} else {
+		observe(withTrace(ctx, who.trace), g.metrics.latency.WithLabelValues(result, g.metrics.sender(&who)), time.Since(start))
+	}
 	if g.o.Logger.Enabled(ctx, slog.LevelInfo) {
 		attrs := []slog.Attr{slog.Int("status", rep.Status), slog.String("result", result),
 			slog.Duration("took", time.Since(start))}
@@ -316,7 +335,11 @@ func (g *Gateway) Receive(ctx context.Context, in Inbound) Reply {
 			// (unauthenticated), not a line each.
 			return rep
 		}
-		for _, a := range [][2]string{{"sender", who.from}, {"message_id", who.msgID}, {"exchange", rep.ExchangeID}, {"trace_id", who.trace}} {
+		var spanID string
+		if who.span != nil && who.span.SpanContext().TraceID().String() == who.trace {
+			spanID = who.span.SpanContext().SpanID().String()
+		}
+		for _, a := range [][2]string{{"sender", who.from}, {"message_id", who.msgID}, {"exchange", rep.ExchangeID}, {"trace_id", who.trace}, {"span_id", spanID}} {
 			if a[1] != "" {
 				attrs = append(attrs, slog.String(a[0], a[1]))
 			}
@@ -333,8 +356,10 @@ type requestInfo struct {
 	from, msgID, trace string
 	verified           bool
 	// agent is the verified sender's agent id (the metrics' sender label
-	// when the configuration names it).
-	agent string
+	// when the configuration names it); capability the call's.
+	agent, capability string
+	// span is the request's span (nil when tracing is off).
+	span trace.Span
 }
 
 // resultLabel names how a request was answered, for the metrics.
@@ -352,19 +377,22 @@ func resultLabel(r Reply) string {
 	return "refused"
 }
 
-func (g *Gateway) receive(ctx context.Context, in Inbound, who *requestInfo) Reply {
+func (g *Gateway) receive(ctx context.Context, in Inbound, start time.Time, who *requestInfo) Reply {
 	now := g.o.Now()
 	env, err := sig.DecodeEnvelope(in.Body)
+	if err == nil {
+		ctx = withTrace(ctx, envelopeTrace(env))
+	}
+	ctx = g.startRequest(ctx, in, start, who)
 	if err != nil {
 		// The decoder's words may quote the body: none of it goes back.
 		g.metrics.inc("custos_unauthenticated_total", "malformed")
 		return Reply{Status: 400, Problem: asc.Errorf(asc.InvalidRequest, asc.ScopeTask,
 			"The body is not an ARSIA envelope (strict JSON, one object, no duplicate keys).")}
 	}
-	ctx = withTrace(ctx, envelopeTrace(env))
 	from, _ := env["from"].(string)
 	msgID, _ := env["id"].(string)
-	*who = requestInfo{from: logText(from), msgID: logText(msgID), trace: traceOf(ctx)}
+	who.from, who.msgID, who.trace = logText(from), logText(msgID), traceOf(ctx)
 	if !arsia.ValidAgentID(from) {
 		g.metrics.inc("custos_unauthenticated_total", "malformed")
 		return Reply{Status: 400, Problem: asc.Errorf(asc.InvalidRequest, asc.ScopeTask, "The envelope names no valid sender.")}
@@ -457,6 +485,11 @@ func (g *Gateway) receive(ctx context.Context, in Inbound, who *requestInfo) Rep
 		return fail(&arsia.Error{Code: arsia.CodeInvalidRequest, Description: err.Error()})
 	}
 	rec.Capability = call.Capability
+	who.capability = call.Capability
+	if call.TraceID == "" {
+		// The trace of the inbound traceparent.
+		call.TraceID = traceOf(ctx)
+	}
 	if g.o.Trust != nil {
 		if e := g.o.Trust.Check(actx, TrustQuery{Sender: from, KID: v.KeyID, Capability: call.Capability, Profile: rec.Profile}); e != nil {
 			return fail(e)
@@ -535,7 +568,7 @@ func (g *Gateway) receive(ctx context.Context, in Inbound, who *requestInfo) Rep
 		// submitted finishes the submission (reconcile, or the retry).
 		x.ID = exchange.NewID()
 		x.ApprovalID = ApprovalOf(x.ID)
-		x.Request, approval, err = g.approvalRequest(x, call, desc, action, rec.Profile, downgraded, now)
+		x.Request, approval, err = g.approvalRequest(x, call, desc, action, rec.Profile, downgraded, spanIDOf(ctx), now)
 		if err != nil {
 			return g.internal(ctx, from, msgID, now, err)
 		}
@@ -610,7 +643,7 @@ func (g *Gateway) receive(ctx context.Context, in Inbound, who *requestInfo) Rep
 		}
 		return nil
 	})
-	endCommit()
+	endCommit.end()
 	switch {
 	case auditErr != nil:
 		// Nothing runs unrecorded. Where the exchange was written on

@@ -163,11 +163,17 @@ func (m *metrics) sender(who *requestInfo) string {
 	return otherLabel
 }
 
-// observe records d on o, with the trace id as exemplar when there is one.
-func observe(o prometheus.Observer, d time.Duration, traceID string) {
+// observe records d on o, with the trace (and span) id of ctx as exemplar
+// when there is one.
+func observe(ctx context.Context, o prometheus.Observer, d time.Duration) {
+	traceID, spanID := exemplarOf(ctx)
 	if traceID != "" {
 		if e, ok := o.(prometheus.ExemplarObserver); ok {
-			e.ObserveWithExemplar(d.Seconds(), prometheus.Labels{"trace_id": traceID})
+			l := prometheus.Labels{"trace_id": traceID}
+			if spanID != "" {
+				l["span_id"] = spanID
+			}
+			e.ObserveWithExemplar(d.Seconds(), l)
 			return
 		}
 	}
@@ -175,7 +181,7 @@ func observe(o prometheus.Observer, d time.Duration, traceID string) {
 }
 
 // decided records an approval's time from creation to resolution.
-func (m *metrics) decided(req *aais.Request, res *aais.Resolution, traceID string) {
+func (m *metrics) decided(ctx context.Context, req *aais.Request, res *aais.Resolution) {
 	if req == nil || res == nil || req.CreatedAt.IsZero() || res.ResolvedAt.IsZero() {
 		return
 	}
@@ -187,7 +193,7 @@ func (m *metrics) decided(req *aais.Request, res *aais.Resolution, traceID strin
 	if _, ok := m.counters["custos_approvals_total"][outcome]; !ok || outcome == otherLabel {
 		outcome = otherLabel
 	}
-	observe(m.decision.WithLabelValues(outcome), d, traceID)
+	observe(ctx, m.decision.WithLabelValues(outcome), d)
 }
 
 // storeGauges reads the gauges that count what the stores hold (requests

@@ -80,7 +80,8 @@ func NewInbox(o InboxOptions) (http.Handler, error) {
 		}
 		writeReply(w, o.Gateway.Receive(r.Context(), gateway.Inbound{Body: body,
 			Authorization: r.Header.Get("Authorization"), DPoP: r.Header.Get("DPoP"),
-			IdempotencyKey: r.Header.Get("Idempotency-Key"), Method: r.Method, URL: requestURL(r, o.PublicURL)}))
+			IdempotencyKey: r.Header.Get("Idempotency-Key"), Method: r.Method, URL: requestURL(r, o.PublicURL),
+			TraceParent: r.Header.Get("Traceparent"), TraceState: r.Header.Get("Tracestate")}))
 	})
 	mux.HandleFunc("GET /v1/arsia/exchanges/{id}", func(w http.ResponseWriter, r *http.Request) {
 		rep, err := o.Gateway.Exchange(r.Context(), r.PathValue("id"))
