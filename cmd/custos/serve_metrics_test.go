@@ -112,10 +112,12 @@ func sample(mf *dto.MetricFamily, want map[string]string) *dto.Metric {
 // that waits for and gets an approval, a forged one and an open event
 // stream, parses as Prometheus text: every family has the type and the
 // labels documented, the histograms counted what happened, label values
-// stay bounded (a sender the configuration does not name is "other"), and
-// an OpenMetrics scrape carries the request's trace id as an exemplar.
+// stay bounded (a sender the configuration does not name is "other"), and,
+// with tracing on, an OpenMetrics scrape carries the request's trace and
+// span ids as an exemplar.
 func TestServeMetricsScrape(t *testing.T) {
-	g := startGateway(t, filepath.Join(t.TempDir(), "data"), nil)
+	_, endpoint := otlpHTTPReceiver(t)
+	g := startGateway(t, filepath.Join(t.TempDir(), "data"), nil, "tracing:\n  exporter: otlp\n  endpoint: "+endpoint+"\n")
 	defer g.stop()
 	const trace = "0af7651916cd43dd8448eb211c80319c"
 	if code, _, _ := g.sendBuilt(t, "demo.echo", map[string]any{"text": "hi"},
@@ -273,13 +275,20 @@ func TestServeMetricsScrape(t *testing.T) {
 	}
 	found := false
 	for _, b := range sample(mfs["custos_request_duration_seconds"], map[string]string{"result": "ok", "sender": sender}).GetHistogram().GetBucket() {
+		var traceID, spanID string
 		for _, l := range b.GetExemplar().GetLabel() {
-			if l.GetName() == "trace_id" && l.GetValue() == trace {
-				found = true
+			switch l.GetName() {
+			case "trace_id":
+				traceID = l.GetValue()
+			case "span_id":
+				spanID = l.GetValue()
 			}
+		}
+		if traceID == trace && len(spanID) == 16 {
+			found = true
 		}
 	}
 	if !found {
-		t.Errorf("no exemplar with trace_id %s on the request latency", trace)
+		t.Errorf("no exemplar with trace_id %s and a span_id on the request latency", trace)
 	}
 }
