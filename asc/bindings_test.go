@@ -362,5 +362,16 @@ func TestSpanAttributes(t *testing.T) {
 		if got := SpanIsError(New(code, ScopeTask, true, t0)); got != want {
 			t.Errorf("SpanIsError(%d) = %t", code, got)
 		}
+	} // agent.human_action.required: only while a person must act.
+	for code, want := range map[Code]bool{HumanApprovalRequired: true, HumanInputRequired: true, AuthenticationRequired: false, Running: false, Success: false} {
+		got := false
+		for _, a := range SpanAttributes(New(code, ScopeTask, false, t0)) {
+			if a.Key == "agent.human_action.required" {
+				got = a.Value == true
+			}
+		}
+		if got != want {
+			t.Errorf("agent.human_action.required of %d: %t, want %t", code, got, want)
+		}
 	}
 }

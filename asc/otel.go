@@ -32,6 +32,10 @@ func SpanAttributes(e *Envelope) []Attribute {
 	if s.Phase != "" {
 		attrs = append(attrs, Attribute{"agent.lifecycle.phase", string(s.Phase)})
 	}
+	if s.Code == HumanInputRequired || s.Code == HumanApprovalRequired {
+		// The run waits for a person: an input or a decision.
+		attrs = append(attrs, Attribute{"agent.human_action.required", true})
+	}
 	if SpanIsError(e) {
 		attrs = append(attrs, Attribute{"error.type", s.Name})
 	}

@@ -38,6 +38,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/custos-runtime/custos/aais"
 	"github.com/custos-runtime/custos/arsia"
 	"github.com/custos-runtime/custos/arsia/compliance"
@@ -126,6 +129,14 @@ type Options struct {
 	Now func() time.Time
 	// Logger receives diagnostics (slog.Default when nil).
 	Logger *slog.Logger
+	// Tracer, when set, traces every request: a span per request, per
+	// stage and per handler call, propagated to the upstreams (W3C
+	// traceparent, MCP _meta). Nil traces nothing, at no cost.
+	Tracer trace.TracerProvider
+	// Metrics is the registry the gateway registers its metrics on (one
+	// of its own, with the Go runtime and process collectors, when nil);
+	// Gateway.Metrics returns it.
+	Metrics *prometheus.Registry
 }
 
 // UnitOfWork runs fn so that every write of the gateway's stores it makes
@@ -167,6 +178,8 @@ type Gateway struct {
 	// whose call a goroutine of it is running or recording.
 	running sync.Map
 	metrics metrics
+	// tracer is nil when tracing is off.
+	tracer trace.Tracer
 	// logSample counts unauthenticated refusals, for sampled logging.
 	logSample atomic.Uint64
 }
@@ -229,7 +242,15 @@ func New(o Options) (*Gateway, error) {
 	if lim == nil {
 		lim = NewMemoryRateLimiter(o.RateLimit)
 	}
-	return &Gateway{o: o, limiter: lim}, nil
+	g := &Gateway{o: o, limiter: lim}
+	if o.Tracer != nil {
+		g.tracer = o.Tracer.Tracer(tracerName)
+	}
+	var err error
+	if g.metrics, err = newMetrics(g, o.Metrics); err != nil {
+		return nil, fmt.Errorf("gateway: metrics: %w", err)
+	}
+	return g, nil
 }
 
 // Reply is what the gateway answers: the HTTP status and the signed ARSIA
@@ -259,6 +280,10 @@ type Inbound struct {
 	// Method and URL are the HTTP method and the absolute URL the request
 	// was sent to (DPoP's htm and htu).
 	Method, URL string
+	// TraceParent and TraceState are the W3C Trace Context headers ("" when
+	// absent): the request's span is their child, and its trace id the
+	// request's when the envelope names none.
+	TraceParent, TraceState string
 }
 
 // TrustPolicy decides whether a sender whose signature verified may make a
@@ -312,9 +337,15 @@ type Grant struct {
 func (g *Gateway) Receive(ctx context.Context, in Inbound) Reply {
 	start := time.Now()
 	var who requestInfo
-	rep := g.receive(ctx, in, &who)
+	rep := g.receive(ctx, in, start, &who)
 	result := resultLabel(rep)
 	g.metrics.inc("custos_requests_total", result)
+	if who.span != nil {
+		observe(trace.ContextWithSpan(ctx, who.span), g.metrics.latency.WithLabelValues(result, g.metrics.sender(&who)), time.Since(start))
+		g.endRequest(who.span, rep, result, &who)
+	} else {
+		observe(withTrace(ctx, who.trace), g.metrics.latency.WithLabelValues(result, g.metrics.sender(&who)), time.Since(start))
+	}
 	if g.o.Logger.Enabled(ctx, slog.LevelInfo) {
 		attrs := []slog.Attr{slog.Int("status", rep.Status), slog.String("result", result),
 			slog.Duration("took", time.Since(start))}
@@ -323,7 +354,11 @@ func (g *Gateway) Receive(ctx context.Context, in Inbound) Reply {
 			// (unauthenticated), not a line each.
 			return rep
 		}
-		for _, a := range [][2]string{{"sender", who.from}, {"message_id", who.msgID}, {"exchange", rep.ExchangeID}, {"trace_id", who.trace}} {
+		var spanID string
+		if who.span != nil && who.span.SpanContext().TraceID().String() == who.trace {
+			spanID = who.span.SpanContext().SpanID().String()
+		}
+		for _, a := range [][2]string{{"sender", who.from}, {"message_id", who.msgID}, {"exchange", rep.ExchangeID}, {"trace_id", who.trace}, {"span_id", spanID}} {
 			if a[1] != "" {
 				attrs = append(attrs, slog.String(a[0], a[1]))
 			}
@@ -339,6 +374,11 @@ func (g *Gateway) Receive(ctx context.Context, in Inbound) Reply {
 type requestInfo struct {
 	from, msgID, trace string
 	verified           bool
+	// agent is the verified sender's agent id (the metrics' sender label
+	// when the configuration names it); capability the call's.
+	agent, capability string
+	// span is the request's span (nil when tracing is off).
+	span trace.Span
 }
 
 // resultLabel names how a request was answered, for the metrics.
@@ -356,19 +396,22 @@ func resultLabel(r Reply) string {
 	return "refused"
 }
 
-func (g *Gateway) receive(ctx context.Context, in Inbound, who *requestInfo) Reply {
+func (g *Gateway) receive(ctx context.Context, in Inbound, start time.Time, who *requestInfo) Reply {
 	now := g.o.Now()
 	env, err := sig.DecodeEnvelope(in.Body)
+	if err == nil {
+		ctx = withTrace(ctx, envelopeTrace(env))
+	}
+	ctx = g.startRequest(ctx, in, start, who)
 	if err != nil {
 		// The decoder's words may quote the body: none of it goes back.
 		g.metrics.inc("custos_unauthenticated_total", "malformed")
 		return Reply{Status: 400, Problem: asc.Errorf(asc.InvalidRequest, asc.ScopeTask,
 			"The body is not an ARSIA envelope (strict JSON, one object, no duplicate keys).")}
 	}
-	ctx = withTrace(ctx, envelopeTrace(env))
 	from, _ := env["from"].(string)
 	msgID, _ := env["id"].(string)
-	*who = requestInfo{from: logText(from), msgID: logText(msgID), trace: traceOf(ctx)}
+	who.from, who.msgID, who.trace = logText(from), logText(msgID), traceOf(ctx)
 	if !arsia.ValidAgentID(from) {
 		g.metrics.inc("custos_unauthenticated_total", "malformed")
 		return Reply{Status: 400, Problem: asc.Errorf(asc.InvalidRequest, asc.ScopeTask, "The envelope names no valid sender.")}
@@ -378,12 +421,15 @@ func (g *Gateway) receive(ctx context.Context, in Inbound, who *requestInfo) Rep
 	// Nothing durable is written for it, and the answer is neither signed
 	// nor addressed to the claimed sender, nor says which check failed
 	// (unknown key, bad signature, revoked key): see docs/security.md.
-	v, err := sig.Verify(ctx, env, g.o.Keys, sig.VerifyOptions{Algorithms: g.o.Algorithms, Now: g.o.Now})
+	stages := stageClock{g: g, ctx: ctx}
+	defer stages.done()
+	v, err := sig.Verify(stages.next(stageVerify), env, g.o.Keys, sig.VerifyOptions{Algorithms: g.o.Algorithms, Now: g.o.Now})
+	stages.done()
 	if err != nil {
 		return g.unauthenticated(ctx, who, err)
 	}
 	env = v.Envelope
-	who.verified = true
+	who.verified, who.agent = true, from
 	if msgID == "" {
 		return g.errorReply(ctx, from, msgID, &arsia.Error{Code: arsia.CodeInvalidRequest, Description: "The message has no id.",
 			Details: map[string]any{"field": "/id"}}, now)
@@ -408,6 +454,7 @@ func (g *Gateway) receive(ctx context.Context, in Inbound, who *requestInfo) Rep
 		rec.PayloadHash = "sha256:" + h
 	}
 	fail := func(e *arsia.Error) Reply {
+		stages.done()
 		rec.Outcome = audit.OutcomeRejected
 		rec.ASCCode = int(e.AsASC().Code())
 		if rec.Details == nil {
@@ -423,6 +470,7 @@ func (g *Gateway) receive(ctx context.Context, in Inbound, who *requestInfo) Rep
 	// 3 structure: freshness first (Core §8.3: a stale or future message
 	// is refused before anything else is read of it), then the version
 	// (Core §7.4, so a newer agent learns which versions this one speaks).
+	stages.next(stageValidate)
 	if e := arsia.CheckFreshness(env, g.o.Profiles, now); e != nil {
 		return fail(e)
 	}
@@ -443,6 +491,7 @@ func (g *Gateway) receive(ctx context.Context, in Inbound, who *requestInfo) Rep
 	oversight := compliance.EffectiveOversight(env, g.o.Profiles)
 	rec.Oversight = string(oversight)
 	// 4 authorize
+	actx := stages.next(stageAuthorize)
 	if to, _ := env["to"].(string); to != g.o.Agent {
 		return fail(&arsia.Error{Code: arsia.CodeInvalidRequest, Description: "This gateway is " + g.o.Agent + "; the message is addressed to another agent.",
 			Details: map[string]any{"field": "/to"}})
@@ -456,15 +505,20 @@ func (g *Gateway) receive(ctx context.Context, in Inbound, who *requestInfo) Rep
 	}
 	call.ExplanationRequired = compliance.ExplainabilityRequired(env, g.o.Profiles)
 	rec.Capability = call.Capability
+	who.capability = call.Capability
+	if call.TraceID == "" {
+		// The trace of the inbound traceparent.
+		call.TraceID = traceOf(ctx)
+	}
 	if g.o.Trust != nil {
-		if e := g.o.Trust.Check(ctx, TrustQuery{Sender: from, KID: v.KeyID, Capability: call.Capability, Profile: rec.Profile}); e != nil {
+		if e := g.o.Trust.Check(actx, TrustQuery{Sender: from, KID: v.KeyID, Capability: call.Capability, Profile: rec.Profile}); e != nil {
 			return fail(e)
 		}
 	}
 	requested := stringsOf(env["capabilities"])
 	scope := g.o.Grants[from]
 	if g.o.Authorizer != nil {
-		grant, e := g.o.Authorizer.Authorize(ctx, AuthzQuery{Sender: from, Recipient: g.o.Agent, Capabilities: requested,
+		grant, e := g.o.Authorizer.Authorize(actx, AuthzQuery{Sender: from, Recipient: g.o.Agent, Capabilities: requested,
 			Authorization: in.Authorization, DPoP: in.DPoP, Method: in.Method, URL: in.URL, Now: now})
 		if e != nil {
 			return fail(e)
@@ -503,6 +557,7 @@ func (g *Gateway) receive(ctx context.Context, in Inbound, who *requestInfo) Rep
 	if err != nil {
 		return fail(&arsia.Error{Code: arsia.CodeInvalidRequest, Description: err.Error()})
 	}
+	stages.done()
 
 	x := exchange.Exchange{Sender: from, MessageID: msgID, CorrelationID: msgID, Capability: call.Capability,
 		ActionDigest: digest, State: exchange.Received, TraceID: traceOf(ctx)}
@@ -533,7 +588,7 @@ func (g *Gateway) receive(ctx context.Context, in Inbound, who *requestInfo) Rep
 		// submitted finishes the submission (reconcile, or the retry).
 		x.ID = exchange.NewID()
 		x.ApprovalID = ApprovalOf(x.ID)
-		x.Request, approval, err = g.approvalRequest(x, call, desc, action, rec.Profile, downgraded, now)
+		x.Request, approval, err = g.approvalRequest(x, call, desc, action, rec.Profile, downgraded, spanIDOf(ctx), now)
 		if err != nil {
 			return g.internal(ctx, from, msgID, now, err)
 		}
@@ -576,7 +631,8 @@ func (g *Gateway) receive(ctx context.Context, in Inbound, who *requestInfo) Rep
 	var sw submitted
 	// fn may run again (a retried batch): it starts from x0 each time.
 	x0 := x
-	err = g.o.Units.Unit(ctx, func(ctx context.Context) error {
+	cctx, endCommit := g.begin(ctx, stageCommit)
+	err = g.o.Units.Unit(cctx, func(ctx context.Context) error {
 		var err error
 		sw, submitErr, auditErr = submitted{}, nil, nil
 		x, created, err = g.o.Exchanges.Create(ctx, x0)
@@ -607,6 +663,7 @@ func (g *Gateway) receive(ctx context.Context, in Inbound, who *requestInfo) Rep
 		}
 		return nil
 	})
+	endCommit.end()
 	switch {
 	case auditErr != nil:
 		// Nothing runs unrecorded. Where the exchange was written on

@@ -99,7 +99,7 @@ type callbackSink struct {
 	srv       *httptest.Server
 }
 
-func newCallbackSink(t *testing.T) *callbackSink {
+func newCallbackSink(t testing.TB) *callbackSink {
 	s := &callbackSink{}
 	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
@@ -160,7 +160,7 @@ func withCallback(failFirst int) rigOption {
 	}
 }
 
-func newPipeRig(t *testing.T, opts ...rigOption) *pipeRig {
+func newPipeRig(t testing.TB, opts ...rigOption) *pipeRig {
 	t.Helper()
 	r := &pipeRig{clk: &pipeClock{t: time.Now().UTC().Truncate(time.Millisecond)}}
 	// The sender.
@@ -226,7 +226,7 @@ type req struct {
 func profile(name string) map[string]any { return map[string]any{"profile": name} }
 
 // build signs a request and returns its body and message id.
-func (r *pipeRig) build(t *testing.T, q req) ([]byte, string) {
+func (r *pipeRig) build(t testing.TB, q req) ([]byte, string) {
 	t.Helper()
 	if q.caps == nil {
 		q.caps = []string{"demo.echo"}
@@ -1344,7 +1344,7 @@ func TestPipelineSessionRuleAuditFailure(t *testing.T) {
 }
 
 // logSink sends the gateway's log to the test log.
-type testLogWriter struct{ t *testing.T }
+type testLogWriter struct{ t testing.TB }
 
 func (w testLogWriter) Write(p []byte) (int, error) {
 	w.t.Helper()
@@ -1352,7 +1352,7 @@ func (w testLogWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func logSink(t *testing.T) io.Writer {
+func logSink(t testing.TB) io.Writer {
 	if testing.Verbose() {
 		return testLogWriter{t}
 	}

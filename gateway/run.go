@@ -8,6 +8,9 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/custos-runtime/custos/aais"
 	"github.com/custos-runtime/custos/arsia"
 	"github.com/custos-runtime/custos/arsia/compliance"
@@ -29,7 +32,10 @@ type exchangeRef struct {
 	MessageID   string `json:"message_id"`
 	PayloadType string `json:"payload_type"`
 	TraceID     string `json:"trace_id,omitempty"`
-	Profile     string `json:"profile,omitempty"`
+	// SpanID is the request's span, sampled, when tracing was on: the
+	// parent of the span that resumes the exchange.
+	SpanID  string `json:"span_id,omitempty"`
+	Profile string `json:"profile,omitempty"`
 	// IdempotencyKey is the request's key, forwarded to the handler.
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
 	// Effective are the capabilities granted when fewer than requested.
@@ -85,9 +91,13 @@ func (g *Gateway) execute(ctx context.Context, x exchange.Exchange, h handler.Ha
 		// Approved: only the action approved runs (a missing digest
 		// fails closed in Dispatch).
 		rec.Details["action_digest"] = digest
-		res, runErr = handler.Dispatch(ctx, h, call, digest)
+		hctx, st := g.beginHandler(ctx, call)
+		res, runErr = handler.Dispatch(hctx, h, call, digest)
+		st.end()
 	} else {
-		res, runErr = handler.Run(ctx, h, call)
+		hctx, st := g.beginHandler(ctx, call)
+		res, runErr = handler.Run(hctx, h, call)
+		st.end()
 	}
 	// What records the call runs whatever became of the request that
 	// brought it (a sender that hung up, a gateway shutting down), within
@@ -149,13 +159,15 @@ func (g *Gateway) execute(ctx context.Context, x exchange.Exchange, h handler.Ha
 	// (Options.Units).
 	prepared, auditErr := g.o.Audit.Prepare(rec)
 	if auditErr == nil {
-		err = g.o.Units.Unit(ctx, func(ctx context.Context) error {
+		cctx, st := g.begin(ctx, stageCommit)
+		err = g.o.Units.Unit(cctx, func(ctx context.Context) error {
 			if _, auditErr = g.o.Audit.AppendPrepared(ctx, prepared); auditErr != nil {
 				return auditErr
 			}
 			_, _, err := g.o.Exchanges.Apply(ctx, x.ID, exchange.Executing, final, change)
 			return err
 		})
+		st.end()
 	}
 	if auditErr != nil {
 		// The action ran; its record failed. Fail closed: the sender is
@@ -339,7 +351,21 @@ func (g *Gateway) resumeOne(ctx context.Context, id string) error {
 		IdempotencyKey: ref.IdempotencyKey, ExplanationRequired: ref.Explain}
 	xctx := withTrace(ctx, ref.TraceID)
 	receipt := st.Resolution.Event
+	if x.State == exchange.PendingApproval || x.State == exchange.Approved {
+		var span trace.Span
+		if xctx, span = g.startResume(xctx, ref, x.ID); span != nil {
+			defer span.End()
+			span.SetAttributes(attribute.String("arsia.capability", call.Capability))
+			resolved(span, req, receipt.Resolution)
+		}
+	}
 	if x.State == exchange.PendingApproval {
+		// Decided: how long the reviewer took, and how long the exchange
+		// waited for it, up to this process moving it on.
+		g.metrics.decided(xctx, req, receipt.Resolution)
+		if !x.CreatedAt.IsZero() {
+			observe(xctx, g.metrics.stages[stageOversight], max(g.o.Now().Sub(x.CreatedAt), 0))
+		}
 		if receipt.Resolution.Outcome != aais.OutcomeApproved {
 			g.refuse(xctx, x, call, ref.Profile, receipt, edits)
 			return nil
@@ -391,9 +417,22 @@ func (g *Gateway) resumeOne(ctx context.Context, id string) error {
 		}
 		return nil
 	}
-	g.execute(xctx, x, h, call, req.ActionDigest, exchange.Approved, execMeta{Oversight: "required_before_execution", Profile: ref.Profile, ApprovalID: req.ID, Effective: ref.Effective, Waited: true,
+	rep := g.execute(xctx, x, h, call, req.ActionDigest, exchange.Approved, execMeta{Oversight: "required_before_execution", Profile: ref.Profile, ApprovalID: req.ID, Effective: ref.Effective, Waited: true,
 		Details: editDetails(edits, call)})
+	if g.tracer != nil {
+		setStatus(trace.SpanFromContext(xctx), replyStatus(rep))
+	}
 	return nil
+}
+
+// beginHandler starts the handler stage of a call: a client span naming
+// the capability when tracing is on.
+func (g *Gateway) beginHandler(ctx context.Context, call handler.Call) (context.Context, stageTimer) {
+	if g.tracer == nil {
+		return g.begin(ctx, stageHandler)
+	}
+	return g.begin(ctx, stageHandler, trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(attribute.String("arsia.capability", call.Capability)))
 }
 
 // errMovedMeanwhile undoes a unit of work whose exchange another process
@@ -425,6 +464,9 @@ func (g *Gateway) refuse(ctx context.Context, x exchange.Exchange, call handler.
 	e := &arsia.Error{Code: arsia.CodeForbidden, Description: "The action was not approved: " + string(res.Outcome) + ".",
 		Details: map[string]any{"reason": "approval_" + string(res.Outcome), "approval_request_id": res.RequestID,
 			"resolution_id": res.ID, "agent_status": map[string]any{"code": int(code)}}}
+	if g.tracer != nil {
+		setStatus(trace.SpanFromContext(ctx), asc.New(code, asc.ScopeTask, true, now))
+	}
 	reply, err := g.signError(ctx, x.Sender, x.MessageID, e, now)
 	if err != nil {
 		g.log(ctx).ErrorContext(ctx, "signing a refusal", "exchange", x.ID, "err", err)

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/custos-runtime/custos/arsia"
 )
 
@@ -73,9 +75,16 @@ func (g *Gateway) buildTTL(ctx context.Context, now time.Time, ttl time.Duration
 	return o
 }
 
-// log is the logger with the request's trace id.
+// log is the logger with the request's trace id, and the id of the span
+// the record is written in when tracing is on.
 func (g *Gateway) log(ctx context.Context) *slog.Logger {
-	if t := traceOf(ctx); t != "" {
+	t := traceOf(ctx)
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() && !sc.IsRemote() {
+		if st := sc.TraceID().String(); t == "" || t == st {
+			return g.o.Logger.With("trace_id", st, "span_id", sc.SpanID().String())
+		}
+	}
+	if t != "" {
 		return g.o.Logger.With("trace_id", t)
 	}
 	return g.o.Logger

@@ -18,7 +18,10 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/custos-runtime/custos/aais"
 	"github.com/custos-runtime/custos/asc"
@@ -125,11 +128,30 @@ type ApprovalsOptions struct {
 	MaxBody int64
 	// Logger receives diagnostics (slog.Default when nil).
 	Logger *slog.Logger
+	// Metrics, when set, gets custos_approval_subscribers, the event
+	// streams open.
+	Metrics prometheus.Registerer
 }
 
 type approvals struct {
 	o       ApprovalsOptions
 	origins originPolicy
+	// sse and ws count the event streams open (Server-Sent Events,
+	// WebSocket).
+	sse, ws atomic.Int64
+}
+
+var descSubscribers = prometheus.NewDesc("custos_approval_subscribers",
+	"Approval event streams open, by transport (sse, websocket).", []string{"transport"}, nil)
+
+// subscribers is the collector of the streams open.
+type subscribers struct{ a *approvals }
+
+func (s subscribers) Describe(ch chan<- *prometheus.Desc) { ch <- descSubscribers }
+
+func (s subscribers) Collect(ch chan<- prometheus.Metric) {
+	ch <- prometheus.MustNewConstMetric(descSubscribers, prometheus.GaugeValue, float64(s.a.sse.Load()), "sse")
+	ch <- prometheus.MustNewConstMetric(descSubscribers, prometheus.GaugeValue, float64(s.a.ws.Load()), "websocket")
 }
 
 // DecisionRecord is one decision the authority answered.
@@ -191,6 +213,11 @@ func NewApprovals(o ApprovalsOptions) (http.Handler, error) {
 		o.Logger = slog.Default()
 	}
 	a := &approvals{o: o, origins: originPolicy{}}
+	if o.Metrics != nil {
+		if err := o.Metrics.Register(subscribers{a}); err != nil {
+			return nil, fmt.Errorf("httpapi: approvals metrics: %w", err)
+		}
+	}
 	for _, or := range o.AllowedOrigins {
 		a.origins[or] = true
 	}

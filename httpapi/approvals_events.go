@@ -34,6 +34,8 @@ func (a *approvals) events(w http.ResponseWriter, r *http.Request) {
 	} else if v := r.URL.Query().Get("after"); v != "" {
 		after, resume = parseSeq(v)
 	}
+	a.sse.Add(1)
+	defer a.sse.Add(-1)
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("X-Accel-Buffering", "no")

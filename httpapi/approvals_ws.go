@@ -40,6 +40,8 @@ func (a *approvals) websocket(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer c.CloseNow()
+	a.ws.Add(1)
+	defer a.ws.Add(-1)
 	c.SetReadLimit(a.o.MaxBody)
 	actor, _ := r.Context().Value(actorKey{}).(aais.Actor)
 	ctx, cancel := context.WithCancel(r.Context())

@@ -12,6 +12,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/expfmt"
+
 	"github.com/custos-runtime/custos/asc"
 	"github.com/custos-runtime/custos/gateway"
 )
@@ -37,6 +40,10 @@ type InboxOptions struct {
 	// (Limits.Handler, Limits.Listener): the inbox counts its own
 	// refusals there and /metrics reports them.
 	Limits *Limits
+	// Metrics are gathered on /metrics after the gateway's registry
+	// (Gateway.Metrics) and the transport's counters: other surfaces'
+	// metrics on registries of their own (nil for none).
+	Metrics prometheus.Gatherer
 }
 
 // NewInbox returns the handler of
@@ -48,7 +55,8 @@ type InboxOptions struct {
 //	GET  /.well-known/arsia            the gateway's discovery document
 //	GET  /.well-known/arsia/jwks.json  its public signing keys
 //	GET  /healthz, /readyz             liveness and readiness
-//	GET  /metrics                      Prometheus text format
+//	GET  /metrics                      Prometheus text format (OpenMetrics, with
+//	                                   exemplars, when the scraper asks for it)
 //
 // The inbox accepts only application/arsia+json (v=1 when the parameter is
 // given): anything else is 415; a body over MaxBody is 413, one that does
@@ -73,7 +81,8 @@ func NewInbox(o InboxOptions) (http.Handler, error) {
 		}
 		writeReply(w, o.Gateway.Receive(r.Context(), gateway.Inbound{Body: body,
 			Authorization: r.Header.Get("Authorization"), DPoP: r.Header.Get("DPoP"),
-			IdempotencyKey: r.Header.Get("Idempotency-Key"), Method: r.Method, URL: requestURL(r, o.PublicURL)}))
+			IdempotencyKey: r.Header.Get("Idempotency-Key"), Method: r.Method, URL: requestURL(r, o.PublicURL),
+			TraceParent: r.Header.Get("Traceparent"), TraceState: r.Header.Get("Tracestate")}))
 	})
 	// Someone who opens the agents' endpoint in a browser learns what it
 	// is and where the reviewers' inbox is, instead of a bare 405.
@@ -112,15 +121,19 @@ func NewInbox(o InboxOptions) (http.Handler, error) {
 	static("/.well-known/arsia", o.Metadata, "application/json")
 	static("/.well-known/arsia/jwks.json", o.JWKS, "application/jwk-set+json")
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
-	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
-		var buf bytes.Buffer
-		if err := o.Gateway.WriteMetrics(r.Context(), &buf); err != nil {
-			problem(w, asc.DependencyUnavailable, http.StatusServiceUnavailable, "Metrics unavailable: "+err.Error())
-			return
+	gather := prometheus.Gatherers{o.Gateway.Metrics()}
+	if o.Limits != nil {
+		transport := prometheus.NewRegistry()
+		if err := transport.Register(o.Limits); err != nil {
+			return nil, err
 		}
-		o.Limits.WriteMetrics(&buf)
-		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-		_, _ = w.Write(buf.Bytes())
+		gather = append(gather, transport)
+	}
+	if o.Metrics != nil {
+		gather = append(gather, o.Metrics)
+	}
+	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
+		serveMetrics(w, r, gather)
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		if o.Ready != nil {
@@ -194,6 +207,35 @@ func writeReply(w http.ResponseWriter, rep gateway.Reply) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(rep.Status)
 	_, _ = w.Write(rep.Envelope)
+}
+
+// serveMetrics writes what g gathers in the format the scraper asked for
+// (text, OpenMetrics with exemplars, protobuf); a store that does not
+// answer makes it 503, as a half-read scrape would mislead.
+func serveMetrics(w http.ResponseWriter, r *http.Request, g prometheus.Gatherer) {
+	mfs, err := g.Gather()
+	if err != nil {
+		problem(w, asc.DependencyUnavailable, http.StatusServiceUnavailable, "Metrics unavailable: "+err.Error())
+		return
+	}
+	format := expfmt.NegotiateIncludingOpenMetrics(r.Header)
+	var buf bytes.Buffer
+	enc := expfmt.NewEncoder(&buf, format)
+	for _, mf := range mfs {
+		if err := enc.Encode(mf); err != nil {
+			problem(w, asc.InternalError, http.StatusInternalServerError, "Metrics could not be encoded.")
+			return
+		}
+	}
+	if c, ok := enc.(expfmt.Closer); ok {
+		if err := c.Close(); err != nil {
+			problem(w, asc.InternalError, http.StatusInternalServerError, "Metrics could not be encoded.")
+			return
+		}
+	}
+	w.Header().Set("Content-Type", string(format))
+	w.Header().Set("Cache-Control", "no-store")
+	_, _ = w.Write(buf.Bytes())
 }
 
 // requestURL is the absolute URL a request was sent to, without its query.

@@ -3,7 +3,6 @@ package httpapi
 import (
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/netip"
@@ -11,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/custos-runtime/custos/asc"
 )
@@ -288,37 +289,41 @@ func (l *Limits) refusedCount(reason string) int64 {
 	return 0
 }
 
-// WriteMetrics writes the transport's counters in the Prometheus text
-// format; nothing for a nil *Limits.
-func (l *Limits) WriteMetrics(w io.Writer) {
+var (
+	descRefused  = prometheus.NewDesc("custos_transport_refused_total", "Requests and connections refused at the transport, before authentication.", []string{"reason"}, nil)
+	descWaits    = prometheus.NewDesc("custos_transport_accept_waits_total", "Times a new connection waited because the connection cap was reached.", nil, nil)
+	descConns    = prometheus.NewDesc("custos_transport_connections", "Open connections.", nil, nil)
+	descInFlight = prometheus.NewDesc("custos_transport_body_bytes_in_flight", "Body bytes reserved by the requests being read or handled.", nil, nil)
+	descTracked  = prometheus.NewDesc("custos_transport_addresses_tracked", "Client addresses the per-address rate limit remembers.", nil, nil)
+)
+
+// Describe and Collect make the transport's counters a Prometheus
+// collector; a nil *Limits collects nothing.
+func (l *Limits) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descRefused, descWaits, descConns, descInFlight, descTracked} {
+		ch <- d
+	}
+}
+
+func (l *Limits) Collect(ch chan<- prometheus.Metric) {
 	if l == nil {
 		return
 	}
-	fmt.Fprintln(w, "# HELP custos_transport_refused_total Requests and connections refused at the transport, before authentication.")
-	fmt.Fprintln(w, "# TYPE custos_transport_refused_total counter")
 	for i, r := range reasons {
-		fmt.Fprintf(w, "custos_transport_refused_total{reason=%q} %d\n", r, l.refused[i].Load())
+		ch <- prometheus.MustNewConstMetric(descRefused, prometheus.CounterValue, float64(l.refused[i].Load()), r)
 	}
-	fmt.Fprintln(w, "# HELP custos_transport_accept_waits_total Times a new connection waited because the connection cap was reached.")
-	fmt.Fprintln(w, "# TYPE custos_transport_accept_waits_total counter")
-	fmt.Fprintf(w, "custos_transport_accept_waits_total %d\n", l.waits.Load())
-	fmt.Fprintln(w, "# HELP custos_transport_connections Open connections.")
-	fmt.Fprintln(w, "# TYPE custos_transport_connections gauge")
-	fmt.Fprintf(w, "custos_transport_connections %d\n", l.conns.Load())
+	ch <- prometheus.MustNewConstMetric(descWaits, prometheus.CounterValue, float64(l.waits.Load()))
+	ch <- prometheus.MustNewConstMetric(descConns, prometheus.GaugeValue, float64(l.conns.Load()))
 	var inFlight int64
 	if l.bodies != nil {
 		inFlight = l.bodies.inUse()
 	}
-	fmt.Fprintln(w, "# HELP custos_transport_body_bytes_in_flight Body bytes reserved by the requests being read or handled.")
-	fmt.Fprintln(w, "# TYPE custos_transport_body_bytes_in_flight gauge")
-	fmt.Fprintf(w, "custos_transport_body_bytes_in_flight %d\n", inFlight)
+	ch <- prometheus.MustNewConstMetric(descInFlight, prometheus.GaugeValue, float64(inFlight))
 	var tracked int
 	if l.rate != nil {
 		tracked = l.rate.len()
 	}
-	fmt.Fprintln(w, "# HELP custos_transport_addresses_tracked Client addresses the per-address rate limit remembers.")
-	fmt.Fprintln(w, "# TYPE custos_transport_addresses_tracked gauge")
-	fmt.Fprintf(w, "custos_transport_addresses_tracked %d\n", tracked)
+	ch <- prometheus.MustNewConstMetric(descTracked, prometheus.GaugeValue, float64(tracked))
 }
 
 // ceilSeconds is d in whole seconds, rounded up, at least 1.

@@ -17,6 +17,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/expfmt"
 )
 
 // readRecorder is a request body that records whether anything read it.
@@ -106,10 +109,8 @@ func TestLimitsRateRefusesBeforeTheBody(t *testing.T) {
 	if rec, _ := send("203.0.113.7:4002"); rec.Code != 200 {
 		t.Fatalf("after the refill: %d", rec.Code)
 	}
-	var m bytes.Buffer
-	l.WriteMetrics(&m)
-	if !strings.Contains(m.String(), `custos_transport_refused_total{reason="rate_limited"} 2`+"\n") {
-		t.Fatalf("metrics:\n%s", m.String())
+	if m := collectText(t, l); !strings.Contains(m, `custos_transport_refused_total{reason="rate_limited"} 2`+"\n") {
+		t.Fatalf("metrics:\n%s", m)
 	}
 }
 
@@ -146,10 +147,8 @@ func TestLimitsTrackedAddressesBounded(t *testing.T) {
 	if n := l.rate.len(); n > 64 {
 		t.Fatalf("%d addresses tracked, the bound is 64", n)
 	}
-	var m bytes.Buffer
-	l.WriteMetrics(&m)
-	if !strings.Contains(m.String(), "custos_transport_addresses_tracked 64\n") {
-		t.Fatalf("metrics:\n%s", m.String())
+	if m := collectText(t, l); !strings.Contains(m, "custos_transport_addresses_tracked 64\n") {
+		t.Fatalf("metrics:\n%s", m)
 	}
 }
 
@@ -293,10 +292,8 @@ func TestLimitsListenerCapsConnections(t *testing.T) {
 	if code, err := readStatus(t, third, 300*time.Millisecond); err == nil {
 		t.Fatalf("the third connection was served (%d) while two were open, cap 2", code)
 	}
-	var m bytes.Buffer
-	l.WriteMetrics(&m)
-	if !strings.Contains(m.String(), "custos_transport_connections 2\n") || !strings.Contains(m.String(), "custos_transport_accept_waits_total 1\n") {
-		t.Fatalf("metrics:\n%s", m.String())
+	if m := collectText(t, l); !strings.Contains(m, "custos_transport_connections 2\n") || !strings.Contains(m, "custos_transport_accept_waits_total 1\n") {
+		t.Fatalf("metrics:\n%s", m)
 	}
 	a.Close()
 	// The timed-out read above spoiled that reader; a new one reads the
@@ -524,4 +521,24 @@ func TestLimitsBodyBytesPerAddress(t *testing.T) {
 	if rec := post("198.51.100.9:3"); rec.Code != 200 {
 		t.Fatalf("after its bodies ended: %d", rec.Code)
 	}
+}
+
+// collectText is what c collects, in the Prometheus text format.
+func collectText(t *testing.T, c prometheus.Collector) string {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	if err := reg.Register(c); err != nil {
+		t.Fatal(err)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	for _, mf := range mfs {
+		if _, err := expfmt.MetricFamilyToText(&b, mf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return b.String()
 }

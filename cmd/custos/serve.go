@@ -17,6 +17,7 @@ import (
 
 	"github.com/go-jose/go-jose/v4"
 	"github.com/spf13/cobra"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/custos-runtime/custos/aais"
 	"github.com/custos-runtime/custos/agui"
@@ -28,6 +29,7 @@ import (
 	"github.com/custos-runtime/custos/gateway/handler"
 	"github.com/custos-runtime/custos/httpapi"
 	"github.com/custos-runtime/custos/internal/flock"
+	"github.com/custos-runtime/custos/internal/telemetry"
 	"github.com/custos-runtime/custos/store"
 	"github.com/custos-runtime/custos/store/pgratelimit"
 )
@@ -225,7 +227,26 @@ func serve(ctx context.Context, cfg config.Config, out, errOut io.Writer) error 
 			callbacks[s.Agent] = s.CallbackURL
 		}
 	}
-	gw, err := gateway.New(gateway.Options{
+	// Traces: off unless the configuration or the OTEL_* variables ask.
+	tc := cfg.Tracing.Telemetry()
+	tc.Version, _, _ = buildVersion()
+	tracing, err := telemetry.Setup(ctx, tc, os.Getenv)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := tracing.Shutdown(sctx); err != nil {
+			logger.Warn("flushing traces", "err", err)
+		}
+	}()
+	var tracer trace.TracerProvider
+	if tracing.Provider != nil {
+		tracer = tracing.Provider
+		logger.Info("tracing", "exporter", "otlp", "protocol", tracing.Protocol, "endpoint", tracing.Endpoint)
+	}
+	gw, err := gateway.New(gateway.Options{Tracer: tracer,
 		Agent: cfg.Agent, Signer: signer, KID: kid, Keys: keys, Trust: trust, Authorizer: authorizer, Grants: grants, Handlers: handlers,
 		Authority: auth, Exchanges: xs, Audit: auditLog, ApprovalTTL: cfg.Oversight.TTL,
 		AllowSession: cfg.Oversight.AllowSession, ReviewWithin: cfg.Oversight.ReviewWithin, Callbacks: callbacks, Logger: logger,
@@ -278,7 +299,7 @@ func serve(ctx context.Context, cfg config.Config, out, errOut io.Writer) error 
 	if err != nil {
 		return err
 	}
-	reviewerUI, token, err := newReviewerSurfaces(cfg, auth, st, logger)
+	reviewerUI, token, err := newReviewerSurfaces(cfg, auth, st, logger, gw.Metrics())
 	if err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
 	"github.com/custos-runtime/custos/aais"
@@ -50,7 +51,7 @@ const adminRole = "custos.admin"
 // newReviewerSurfaces builds the reviewer endpoints and returns the
 // per-process admin token it printed for the first reviewer: an API token
 // and the login token of the web inbox, valid until the process stops.
-func newReviewerSurfaces(cfg config.Config, auth *aais.Authority, st aais.Store, logger *slog.Logger) (*reviewerSurfaces, string, error) {
+func newReviewerSurfaces(cfg config.Config, auth *aais.Authority, st aais.Store, logger *slog.Logger, metrics prometheus.Registerer) (*reviewerSurfaces, string, error) {
 	token, err := randomToken()
 	if err != nil {
 		return nil, "", err
@@ -101,7 +102,7 @@ func newReviewerSurfaces(cfg config.Config, auth *aais.Authority, st aais.Store,
 	}
 	sessions := httpapi.NewSessions(httpapi.SessionOptions{Secure: secure})
 	approvals, err := httpapi.NewApprovals(httpapi.ApprovalsOptions{Authority: auth, Store: st, Auth: tokens,
-		Sessions: sessions, Policy: policy, AllowedOrigins: origins, Logger: logger,
+		Sessions: sessions, Policy: policy, AllowedOrigins: origins, Logger: logger, Metrics: metrics,
 		OnDecision: func(ctx context.Context, d httpapi.DecisionRecord) {
 			logger.InfoContext(ctx, "approval decided", "request", d.Decision.RequestID, "decision", d.Decision.Decision,
 				"scope", d.Decision.Scope, "outcome", d.Receipt.Resolution.Outcome, "actor", d.Actor.ID,

@@ -111,7 +111,7 @@ justification_required: [MIFID-II]
 	if err != nil {
 		t.Fatal(err)
 	}
-	surfaces, token, err := newReviewerSurfaces(c, auth, st, slog.New(slog.DiscardHandler))
+	surfaces, token, err := newReviewerSurfaces(c, auth, st, slog.New(slog.DiscardHandler), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

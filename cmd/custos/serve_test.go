@@ -32,20 +32,23 @@ type gatewayUnderTest struct {
 	signer     sig.Signer
 	kid        string
 	upstream   *atomic.Int64
-	stop       func()
-	dataDir    string
-	configPath string
-	log        *syncBuffer
-	banner     *syncBuffer
+	// upstreamTrace is the traceparent of the upstream's last call.
+	upstreamTrace *atomic.Value
+	stop          func()
+	dataDir       string
+	configPath    string
+	log           *syncBuffer
+	banner        *syncBuffer
 }
 
 // startGateway writes a configuration (a sender key in a JWKS file, an
 // echo handler and an http handler counting its calls) and runs serve.
 func startGateway(t *testing.T, dataDir string, prev *gatewayUnderTest, extraYAML ...string) *gatewayUnderTest {
 	t.Helper()
-	g := &gatewayUnderTest{dataDir: dataDir, upstream: new(atomic.Int64)}
+	g := &gatewayUnderTest{dataDir: dataDir, upstream: new(atomic.Int64), upstreamTrace: new(atomic.Value)}
 	if prev != nil {
 		g.signer, g.kid, g.upstream, g.configPath = prev.signer, prev.kid, prev.upstream, prev.configPath
+		g.upstreamTrace = prev.upstreamTrace
 	} else {
 		pub, priv, err := ed25519.GenerateKey(rand.Reader)
 		if err != nil {
@@ -65,6 +68,7 @@ func startGateway(t *testing.T, dataDir string, prev *gatewayUnderTest, extraYAM
 		}
 		up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			g.upstream.Add(1)
+			g.upstreamTrace.Store(r.Header.Get("Traceparent"))
 			w.Header().Set("Content-Type", "application/json")
 			_, _ = io.WriteString(w, `{"invoice":"inv-1"}`)
 		}))

@@ -25,6 +25,7 @@ import (
 	"github.com/custos-runtime/custos/arsia"
 	"github.com/custos-runtime/custos/arsia/identity"
 	"github.com/custos-runtime/custos/gateway/exchange"
+	"github.com/custos-runtime/custos/internal/telemetry"
 )
 
 // Defaults.
@@ -94,6 +95,9 @@ type Config struct {
 	Tokens Tokens `yaml:"tokens"`
 	// Limits bounds what a caller costs before it is authenticated.
 	Limits Limits `yaml:"limits"`
+	// Tracing exports OpenTelemetry traces over OTLP; off by default. The
+	// OTEL_* environment variables win over it (docs/operations.md).
+	Tracing Tracing `yaml:"tracing"`
 }
 
 // Limits bounds what the transport spends on a caller before its request
@@ -366,6 +370,29 @@ type Handler struct {
 	Tools []string `yaml:"tools"`
 }
 
+// Tracing is where the gateway's spans go (see telemetry.Config, which
+// says what each field means and which OTEL_* variable wins over it).
+type Tracing struct {
+	// Exporter is otlp or none (empty: otlp when an endpoint is set).
+	Exporter string `yaml:"exporter"`
+	// Protocol is http/protobuf (the default) or grpc.
+	Protocol string `yaml:"protocol"`
+	// Endpoint is the collector's base URL (http://collector:4318).
+	Endpoint string `yaml:"endpoint"`
+	// Headers go with every export (credentials).
+	Headers map[string]string `yaml:"headers"`
+	// ServiceName is service.name ("custos" when empty).
+	ServiceName string `yaml:"service_name"`
+	// SampleRatio samples that share of the traces that start here.
+	SampleRatio *float64 `yaml:"sample_ratio"`
+}
+
+// Telemetry is t as the telemetry package takes it.
+func (t Tracing) Telemetry() telemetry.Config {
+	return telemetry.Config{Exporter: t.Exporter, Protocol: t.Protocol, Endpoint: t.Endpoint, Headers: t.Headers,
+		ServiceName: t.ServiceName, SampleRatio: t.SampleRatio}
+}
+
 // Oversight tunes approvals.
 type Oversight struct {
 	// TTL is how long a reviewer has to decide.
@@ -619,6 +646,9 @@ func (c *Config) Check() error {
 		bad("rate_limit: per_second and burst must be >= 0, and burst > 0 when a rate is set")
 	}
 	errs = append(errs, c.Limits.check(c.MaxBody)...)
+	if err := c.Tracing.Telemetry().Check(); err != nil {
+		errs = append(errs, err)
+	}
 	if len(errs) == 0 {
 		return nil
 	}

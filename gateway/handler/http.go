@@ -155,8 +155,9 @@ func (h *HTTP) Describe(Call) (Descriptor, error) {
 // Execute POSTs c.Args, exactly as received, to the URL with Content-Type
 // application/json, X-Custos-Capability, X-Custos-Payload-Type,
 // X-Custos-From and X-Custos-Message-ID, X-Correlation-ID (the correlation
-// id, or else the message id), a W3C traceparent when c.TraceID is a valid
-// trace id (with a fresh span id), Idempotency-Key when the call has one,
+// id, or else the message id), a W3C traceparent (and tracestate) naming
+// the handler's span when the gateway traces, else when c.TraceID is a
+// valid trace id (with a fresh span id), Idempotency-Key when the call has one,
 // and the configured headers. Identifiers that cannot travel in a header
 // (control characters) are left out rather than sent altered.
 func (h *HTTP) Execute(ctx context.Context, c Call) (Result, error) {
@@ -191,8 +192,10 @@ func (h *HTTP) Execute(ctx context.Context, c Call) (Result, error) {
 	if c.ExplanationRequired {
 		req.Header.Set(ExplanationRequiredHeader, "true")
 	}
-	if tp := traceparent(c.TraceID); tp != "" {
-		req.Header.Set("Traceparent", tp)
+	if !injectTrace(ctx, req.Header) {
+		if tp := traceparent(c.TraceID); tp != "" {
+			req.Header.Set("Traceparent", tp)
+		}
 	}
 
 	resp, err := h.client.Do(req)

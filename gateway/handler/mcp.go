@@ -271,6 +271,13 @@ func mcpHTTPClient(c *http.Client, headers http.Header) (*http.Client, error) {
 	}
 	client.Jar = nil
 	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	// Every request names the handler's span (W3C traceparent) when the
+	// gateway traces.
+	base := client.Transport
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	client.Transport = traceTransport{base: base}
 	if len(headers) > 0 {
 		hs := make(http.Header, len(headers))
 		for name, values := range headers {
@@ -284,11 +291,7 @@ func mcpHTTPClient(c *http.Client, headers http.Header) (*http.Client, error) {
 				hs.Add(name, v)
 			}
 		}
-		base := client.Transport
-		if base == nil {
-			base = http.DefaultTransport
-		}
-		client.Transport = headerTransport{base: base, headers: hs}
+		client.Transport = headerTransport{base: client.Transport, headers: hs}
 	}
 	return &client, nil
 }
@@ -485,7 +488,7 @@ func (h *MCP) Execute(ctx context.Context, c Call) (Result, error) {
 		}
 		return Result{}, fail(asc.DependencyUnavailable, nothingHappened, "mcp: connecting to the server: %s", sanitize([]byte(err.Error())))
 	}
-	params := &mcp.CallToolParams{Name: tc.name, Meta: tc.meta}
+	params := &mcp.CallToolParams{Name: tc.name, Meta: traceMeta(ctx, tc.meta)}
 	if tc.arguments != nil {
 		params.Arguments = tc.arguments
 	}
