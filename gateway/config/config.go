@@ -94,6 +94,9 @@ type Config struct {
 	Tokens Tokens `yaml:"tokens"`
 	// Limits bounds what a caller costs before it is authenticated.
 	Limits Limits `yaml:"limits"`
+	// Notifications announce approvals on webhooks, Slack and email
+	// (notifications.go).
+	Notifications Notifications `yaml:"notifications"`
 }
 
 // Limits bounds what the transport spends on a caller before its request
@@ -609,6 +612,7 @@ func (c *Config) Check() error {
 	for _, err := range c.checkReviewers() {
 		bad("%v", err)
 	}
+	errs = append(errs, c.checkNotifications()...)
 	if c.Oversight.TTL <= 0 || c.Oversight.TTL > arsia.MaxApprovalWindow {
 		bad("oversight.ttl %s: want more than 0 and at most %s", c.Oversight.TTL, arsia.MaxApprovalWindow)
 	}
