@@ -267,6 +267,11 @@ func serve(ctx context.Context, cfg config.Config, out, errOut io.Writer) error 
 		return err
 	}
 	mux.Handle(agui.ResumePath, resume)
+	// Notification channels: announcements out, signed decisions back.
+	notifier, err := newNotifications(cfg, auth, reviewerUI, mux, logger)
+	if err != nil {
+		return err
+	}
 	mux.Handle("/", inbox)
 
 	ln, err := net.Listen("tcp", cfg.Listen)
@@ -284,6 +289,13 @@ func serve(ctx context.Context, cfg config.Config, out, errOut io.Writer) error 
 	go func() { runDone <- gw.Run(runCtx) }()
 	srvDone := make(chan error, 1)
 	go func() { srvDone <- srv.Serve(ln) }()
+	notifyDone := make(chan struct{})
+	go func() {
+		defer close(notifyDone)
+		if notifier != nil {
+			_ = notifier.Run(runCtx) // it logs and retries its failures itself
+		}
+	}()
 
 	addr := "http://" + ln.Addr().String()
 	keyNote := "reused"
@@ -308,6 +320,7 @@ func serve(ctx context.Context, cfg config.Config, out, errOut io.Writer) error 
 	defer cancel()
 	_ = srv.Shutdown(shutdownCtx)
 	<-runDone
+	<-notifyDone
 	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
 		return serveErr
 	}
