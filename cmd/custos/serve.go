@@ -329,6 +329,11 @@ func serve(ctx context.Context, cfg config.Config, out, errOut io.Writer) error 
 		return err
 	}
 	mux.Handle(agui.ResumePath, resume)
+	// Notification channels: announcements out, signed decisions back.
+	notifier, err := newNotifications(cfg, auth, reviewerUI, mux, logger)
+	if err != nil {
+		return err
+	}
 	mux.Handle("/", inbox)
 
 	// The transport limits come first: a refused caller costs no body
@@ -342,6 +347,13 @@ func serve(ctx context.Context, cfg config.Config, out, errOut io.Writer) error 
 	go func() { runDone <- gw.Run(runCtx) }()
 	srvDone := make(chan error, 1)
 	go func() { srvDone <- srv.Serve(ln) }()
+	notifyDone := make(chan struct{})
+	go func() {
+		defer close(notifyDone)
+		if notifier != nil {
+			_ = notifier.Run(runCtx) // it logs and retries its failures itself
+		}
+	}()
 
 	addr := "http://" + ln.Addr().String()
 	keyNote := "reused"
@@ -374,6 +386,7 @@ func serve(ctx context.Context, cfg config.Config, out, errOut io.Writer) error 
 	defer cancel()
 	_ = srv.Shutdown(shutdownCtx)
 	<-runDone
+	<-notifyDone
 	// The last records are vouched for too (custos audit verify).
 	if err := gw.Checkpoint(shutdownCtx); err != nil {
 		logger.Error("signing the audit checkpoint at shutdown", "err", err)

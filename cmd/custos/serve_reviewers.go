@@ -32,6 +32,9 @@ type reviewerSurfaces struct {
 	// policy is the roles and separation-of-duties check of every
 	// decision, for bindings outside the approvals API (AG-UI).
 	policy *httpapi.Policy
+	// decider is the approvals API's decision path (policy, authority,
+	// the decision log) for the notification channels.
+	decider *httpapi.Decider
 }
 
 // mount registers the reviewer endpoints on exact paths, so that they take
@@ -101,13 +104,18 @@ func newReviewerSurfaces(cfg config.Config, auth *aais.Authority, st aais.Store,
 		return nil, "", err
 	}
 	sessions := httpapi.NewSessions(httpapi.SessionOptions{Secure: secure})
-	approvals, err := httpapi.NewApprovals(httpapi.ApprovalsOptions{Authority: auth, Store: st, Auth: tokens,
+	ao := httpapi.ApprovalsOptions{Authority: auth, Store: st, Auth: tokens,
 		Sessions: sessions, Policy: policy, AllowedOrigins: origins, Logger: logger, Metrics: metrics,
 		OnDecision: func(ctx context.Context, d httpapi.DecisionRecord) {
 			logger.InfoContext(ctx, "approval decided", "request", d.Decision.RequestID, "decision", d.Decision.Decision,
 				"scope", d.Decision.Scope, "outcome", d.Receipt.Resolution.Outcome, "actor", d.Actor.ID,
 				"authenticated_by", d.Actor.AuthenticatedBy, "profile", d.Profile, "justification", d.Justification)
-		}})
+		}}
+	approvals, err := httpapi.NewApprovals(ao)
+	if err != nil {
+		return nil, "", err
+	}
+	decider, err := httpapi.NewDecider(ao)
 	if err != nil {
 		return nil, "", err
 	}
@@ -117,7 +125,7 @@ func newReviewerSurfaces(cfg config.Config, auth *aais.Authority, st aais.Store,
 		return nil, "", err
 	}
 	reviewerAuth := httpapi.SessionAuth{Bearer: tokens, Sessions: sessions, AllowedOrigins: origins}
-	return &reviewerSurfaces{approvals: approvals, ui: ui, auth: reviewerAuth, policy: policy}, token, nil
+	return &reviewerSurfaces{approvals: approvals, ui: ui, auth: reviewerAuth, policy: policy, decider: decider}, token, nil
 }
 
 func randomToken() (string, error) {

@@ -98,6 +98,9 @@ type Config struct {
 	// Tracing exports OpenTelemetry traces over OTLP; off by default. The
 	// OTEL_* environment variables win over it (docs/operations.md).
 	Tracing Tracing `yaml:"tracing"`
+	// Notifications announce approvals on webhooks, Slack and email
+	// (notifications.go).
+	Notifications Notifications `yaml:"notifications"`
 }
 
 // Limits bounds what the transport spends on a caller before its request
@@ -636,6 +639,7 @@ func (c *Config) Check() error {
 	for _, err := range c.checkReviewers() {
 		bad("%v", err)
 	}
+	errs = append(errs, c.checkNotifications()...)
 	if c.Oversight.TTL <= 0 || c.Oversight.TTL > arsia.MaxApprovalWindow {
 		bad("oversight.ttl %s: want more than 0 and at most %s", c.Oversight.TTL, arsia.MaxApprovalWindow)
 	}
