@@ -190,3 +190,44 @@ func TestCheckpointSignerFails(t *testing.T) {
 		t.Fatalf("after a failed checkpoint: %+v, %v", rep, err)
 	}
 }
+
+// FuzzVerifyCheckpoints feeds arbitrary exports, seeded with a chain that
+// holds signed checkpoints, to VerifyJSONL with a checkpoint key: it never
+// panics, answers the same twice, and a chain it accepts has every
+// verified checkpoint before its end, each naming a record of it.
+func FuzzVerifyCheckpoints(f *testing.F) {
+	key := edKey{}
+	pub, priv, _ := ed25519.GenerateKey(bytes.NewReader(make([]byte, 64)))
+	key.pub, key.priv = pub, priv
+	l := audit.New(audit.NewMemory(), &audit.Options{Now: func() time.Time { return time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC) }})
+	ctx := context.Background()
+	for i := range 4 {
+		_, _ = l.Append(ctx, audit.Record{Kind: audit.KindReceived, MessageID: "m" + string(rune('0'+i))})
+		if i%2 == 1 {
+			_, _, _ = l.Checkpoint(ctx, key)
+		}
+	}
+	var seed bytes.Buffer
+	if _, err := l.Export(ctx, &seed, 1, 0); err != nil {
+		f.Fatal(err)
+	}
+	f.Add(seed.Bytes())
+	f.Add(bytes.ReplaceAll(seed.Bytes(), []byte(`"signature":"`), []byte(`"signature":"A`)))
+	f.Add(bytes.ReplaceAll(seed.Bytes(), []byte(`"checkpoint":{`), []byte(`"checkpoint":{"x":1,`)))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		rep, err := audit.VerifyJSONL(bytes.NewReader(data), audit.VerifyOptions{Checkpoints: key})
+		again, err2 := audit.VerifyJSONL(bytes.NewReader(data), audit.VerifyOptions{Checkpoints: key})
+		if (err == nil) != (err2 == nil) || rep.OK() != again.OK() || rep.Checkpoints != again.Checkpoints || rep.SignedThrough != again.SignedThrough {
+			t.Fatalf("two verifications disagree: %+v / %+v", rep, again)
+		}
+		if err != nil || !rep.OK() || rep.Checkpoints == 0 {
+			return
+		}
+		if rep.SignedThrough < rep.FirstSeq || rep.SignedThrough >= rep.LastSeq {
+			t.Fatalf("the last checkpoint names record %d, outside %d..%d", rep.SignedThrough, rep.FirstSeq, rep.LastSeq-1)
+		}
+		if _, err := time.Parse(time.RFC3339Nano, rep.CheckpointTime); err != nil {
+			t.Fatalf("checkpoint time %q: %v", rep.CheckpointTime, err)
+		}
+	})
+}
