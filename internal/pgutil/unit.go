@@ -22,8 +22,11 @@ import (
 // transaction at its first failed statement anyway; savepoints would let
 // fn go on, at a round trip per write, and the gateway never goes on.)
 // A write inside a unit is durable when Run returns nil, not when the
-// write returns. Reads (Runner.Read) are not joined: they see what is
-// committed.
+// write returns. Reads made with the context (Runner.Read, statements
+// sent through Reader) run on the unit's transaction too: they see its
+// writes and need no second connection. A store may also keep state for
+// the transaction (Local), take a lock just before its COMMIT
+// (BeforeCommit) and send statements with it (Defer).
 //
 // Concurrent units are run together, one after another in one
 // transaction, by a Batcher (group commit): one commit and one WAL flush
