@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -371,7 +372,9 @@ func (h *A2A) Execute(ctx context.Context, c Call) (Result, error) {
 	}
 	switch r := res.(type) {
 	case *a2a.Message:
-		return h.result(c, map[string]any{"message": r})
+		out, err := h.result(c, map[string]any{"message": r})
+		setExplanation(&out, r.Metadata)
+		return out, err
 	case *a2a.Task:
 		return h.task(ctx, tctx, c, r)
 	}
@@ -402,7 +405,18 @@ func (h *A2A) task(ctx, tctx context.Context, c Call, t *a2a.Task) (Result, erro
 	why := statusText(t)
 	switch t.Status.State {
 	case a2a.TaskStateCompleted:
-		return h.result(c, map[string]any{"task": t})
+		out, err := h.result(c, map[string]any{"task": t})
+		metas := []map[string]any{t.Metadata}
+		if t.Status.Message != nil {
+			metas = append(metas, t.Status.Message.Metadata)
+		}
+		for _, a := range slices.Backward(t.Artifacts) {
+			if a != nil {
+				metas = append(metas, a.Metadata)
+			}
+		}
+		setExplanation(&out, metas...)
+		return out, err
 	case a2a.TaskStateFailed:
 		return Result{}, fail(asc.ToolExecutionFailed, mayHaveRun, "a2a: task %s failed%s", sanitize([]byte(t.ID)), why)
 	case a2a.TaskStateCanceled:
@@ -471,4 +485,23 @@ func (h *A2A) sendFailed(ctx, tctx context.Context, err error) error {
 		return fail(asc.DependencyUnavailable, nothingHappened, "a2a: %s", sanitize([]byte(err.Error())))
 	}
 	return fail(asc.DependencyUnavailable, unknown, "a2a: %s", sanitize([]byte(err.Error())))
+}
+
+// setExplanation gives res the first ARSIA explanation found under
+// ExplanationMeta in metas (an A2A message's, task's or artifact's
+// metadata); Run and Dispatch check it.
+func setExplanation(res *Result, metas ...map[string]any) {
+	for _, m := range metas {
+		e, ok := m[ExplanationMeta]
+		if !ok {
+			continue
+		}
+		data, err := json.Marshal(e)
+		if err != nil {
+			res.ExplanationIssue = err.Error()
+			return
+		}
+		res.Explanation = data
+		return
+	}
 }

@@ -33,6 +33,13 @@ func (a *stateAgent) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) it
 			yield(a2a.NewMessage(a2a.MessageRoleAgent, a2a.NewTextPart("hello back")), nil)
 			return
 		}
+		if text == "explain" {
+			m := a2a.NewMessage(a2a.MessageRoleAgent, a2a.NewTextPart("screened"))
+			m.Metadata = map[string]any{handler.ExplanationMeta: map[string]any{
+				"reasoning": "The candidate meets the three listed requirements.", "confidence": 0.6, "inputs_used": []any{"cv", "job:42"}}}
+			yield(m, nil)
+			return
+		}
 		task := &a2a.Task{ID: ec.TaskID, ContextID: ec.ContextID}
 		if !yield(a2a.NewSubmittedTask(ec, ec.Message), nil) {
 			return
@@ -240,5 +247,24 @@ func TestA2AInvalid(t *testing.T) {
 	wantCode(t, err, asc.DependencyUnavailable)
 	if _, err := handler.NewA2A(handler.A2AConfig{URL: "ftp://x"}); !errors.Is(err, handler.ErrConfig) {
 		t.Errorf("NewA2A(ftp) = %v", err)
+	}
+}
+
+// An A2A agent may explain its answer in the metadata member
+// handler.ExplanationMeta: the handler hands it on.
+func TestA2AExplanation(t *testing.T) {
+	_, ts := newA2AServer(t)
+	h := newA2A(t, ts.URL, 5*time.Second)
+	res, err := handler.Run(t.Context(), h, a2aCall("explain", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var e map[string]any
+	if err := json.Unmarshal(res.Explanation, &e); err != nil || e["confidence"] != 0.6 || res.ExplanationIssue != "" {
+		t.Fatalf("explanation %s (%q), %v", res.Explanation, res.ExplanationIssue, err)
+	}
+	res, err = handler.Run(t.Context(), h, a2aCall("message", ""))
+	if err != nil || res.Explanation != nil {
+		t.Fatalf("an answer without one: %s, %v", res.Explanation, err)
 	}
 }

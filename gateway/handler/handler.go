@@ -147,7 +147,8 @@ type Result struct {
 	// of the result (ARSIA-Actions §5.2: reasoning, confidence,
 	// inputs_used, ...), for the response's payload.explanation: an HTTP
 	// upstream's ExplanationHeader, an MCP tool result's _meta member
-	// ExplanationMeta. Run and Dispatch drop one that is not a valid
+	// ExplanationMeta, the same member of an A2A agent's message, task
+	// or artifact metadata. Run and Dispatch drop one that is not a valid
 	// explanation and say why in ExplanationIssue.
 	Explanation json.RawMessage
 	// ExplanationIssue says why the upstream's explanation was dropped.
@@ -158,8 +159,9 @@ type Result struct {
 // give the ARSIA explanation of its result, as one JSON object.
 const ExplanationHeader = "X-Custos-Explanation"
 
-// ExplanationMeta is the member of an MCP tool result's _meta in which the
-// tool may give the ARSIA explanation of its result.
+// ExplanationMeta is the member of an MCP tool result's _meta, or of an
+// A2A message's, task's or artifact's metadata, in which the tool or agent
+// may give the ARSIA explanation of its result.
 const ExplanationMeta = "arsia/explanation"
 
 // checkExplanation keeps res.Explanation only when it is one JSON object

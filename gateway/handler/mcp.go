@@ -517,11 +517,7 @@ func (h *MCP) Execute(ctx context.Context, c Call) (Result, error) {
 		return Result{}, fail(asc.IntegrityCheckFailed, mayHaveRun, "mcp: %v", err)
 	}
 	out := Result{PayloadType: c.PayloadType, Data: json.RawMessage(buf.Bytes())}
-	if e, ok := res.Meta[ExplanationMeta]; ok {
-		if out.Explanation, err = json.Marshal(e); err != nil {
-			out.Explanation, out.ExplanationIssue = nil, err.Error()
-		}
-	}
+	setExplanation(&out, res.Meta)
 	return out, nil
 }
 
