@@ -37,9 +37,11 @@
 //     kind "http.request", resource the URL, risk medium. Redirects are
 //     never followed.
 //   - Exec runs a configured program (argv, no shell) with the arguments on
-//     stdin and an explicit environment, and reads a JSON object from its
-//     stdout; kind "process.exec", resource the absolute program path, risk
-//     high. It is meant for demos.
+//     stdin and an explicit environment (plus ExplanationFileEnv, and
+//     ExplanationRequiredEnv when the profile asks for an explanation),
+//     and reads a JSON object from its stdout; kind "process.exec",
+//     resource the absolute program path, risk high. It is meant for
+//     demos.
 //   - MCP runs an ARSIA-carried MCP tools/call (payload type
 //     arsiaprotocol.mcp/tool-call) on a configured MCP server, over stdio
 //     or Streamable HTTP; kind "tool.call", resource the server, the whole

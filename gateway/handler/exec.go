@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -175,9 +176,23 @@ func (e *Exec) Execute(ctx context.Context, c Call) (Result, error) {
 	tctx, cancel := context.WithTimeout(ctx, e.timeout)
 	defer cancel()
 
+	// The program may explain its result in a file of its own
+	// (ExplanationFileEnv), read once it exited 0.
+	expFile, err := os.CreateTemp("", "custos-explanation-*.json")
+	if err != nil {
+		return Result{}, fail(asc.DependencyUnavailable, nothingHappened, "exec: %v", err)
+	}
+	expPath := expFile.Name()
+	_ = expFile.Close()
+	defer os.Remove(expPath)
+
 	cmd := exec.CommandContext(tctx, e.path, e.args...)
 	cmd.Dir = e.dir
 	cmd.Env = append([]string{}, e.env...) // non-nil: nothing is inherited
+	cmd.Env = append(cmd.Env, ExplanationFileEnv+"="+expPath)
+	if c.ExplanationRequired {
+		cmd.Env = append(cmd.Env, ExplanationRequiredEnv+"=true")
+	}
 	cmd.Stdin = bytes.NewReader(c.Args)
 	stdout := &capBuffer{max: int(e.max), onOverflow: cancel}
 	stderr := &capBuffer{max: maxStderrBytes}
@@ -185,13 +200,13 @@ func (e *Exec) Execute(ctx context.Context, c Call) (Result, error) {
 	cmd.WaitDelay = waitDelay
 	killGroupOnCancel(cmd)
 
-	if err := cmd.Start(); err != nil {
+	if err = cmd.Start(); err != nil {
 		if ctx.Err() != nil {
 			return Result{}, fail(cancelCode(ctx), refused, "exec: not started: %v", ctx.Err())
 		}
 		return Result{}, fail(asc.DependencyUnavailable, nothingHappened, "exec: starting %s: %v", e.path, err)
 	}
-	err := cmd.Wait()
+	err = cmd.Wait()
 	if errors.Is(err, exec.ErrWaitDelay) && cmd.ProcessState.Success() && checkObject(stdout.buf, int(e.max)) == nil {
 		// The program exited 0 with its whole answer, and something it
 		// left behind kept the pipe open (or the gateway stalled past the
@@ -225,7 +240,41 @@ func (e *Exec) Execute(ctx context.Context, c Call) (Result, error) {
 	if err := json.Compact(&buf, stdout.buf); err != nil {
 		return Result{}, fail(asc.IntegrityCheckFailed, mayHaveRun, "exec: %v", err)
 	}
-	return Result{PayloadType: c.PayloadType, Data: json.RawMessage(buf.Bytes())}, nil
+	res := Result{PayloadType: c.PayloadType, Data: json.RawMessage(buf.Bytes())}
+	res.Explanation, res.ExplanationIssue = readExplanationFile(expPath)
+	return res, nil
+}
+
+// ExplanationFileEnv names, in an exec program's environment, a file
+// (empty, mode 0600) in which the program may write the ARSIA explanation
+// of its result as one JSON object; ExplanationRequiredEnv is "true" when
+// the request's profile requires one.
+const (
+	ExplanationFileEnv     = "CUSTOS_EXPLANATION_FILE"
+	ExplanationRequiredEnv = "CUSTOS_EXPLANATION_REQUIRED"
+)
+
+// maxExplanationFile bounds what is read of an explanation file.
+const maxExplanationFile = 64 << 10
+
+// readExplanationFile reads what a program wrote to its explanation file:
+// nothing when it wrote nothing; an issue when it wrote too much.
+func readExplanationFile(path string) (json.RawMessage, string) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, ""
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxExplanationFile+1))
+	switch {
+	case err != nil:
+		return nil, err.Error()
+	case len(data) > maxExplanationFile:
+		return nil, fmt.Sprintf("the explanation file is larger than %d bytes", maxExplanationFile)
+	case len(bytes.TrimSpace(data)) == 0:
+		return nil, ""
+	}
+	return json.RawMessage(bytes.TrimSpace(data)), ""
 }
 
 func exitText(exit *exec.ExitError) string {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -43,6 +44,19 @@ func helper(mode string) int {
 		return 3
 	case "text":
 		fmt.Println("not json")
+	case "explain", "explain-huge":
+		// Explains its result in the file it is given, when asked to.
+		_, _ = io.ReadAll(os.Stdin)
+		exp := `{"reasoning":"Built the report from the quarter's ledger.","confidence":0.95,"inputs_used":["ledger:Q3"]}`
+		if mode == "explain-huge" {
+			exp = strings.Repeat(" ", 70<<10) + exp
+		}
+		if os.Getenv(handler.ExplanationRequiredEnv) == "true" {
+			if err := os.WriteFile(os.Getenv(handler.ExplanationFileEnv), []byte(exp), 0o600); err != nil {
+				return 1
+			}
+		}
+		fmt.Println(`{"ok":true,"file":` + strconv.Quote(os.Getenv(handler.ExplanationFileEnv)) + `}`)
 	case "flood":
 		line := []byte(strings.Repeat("x", 1023) + "\n")
 		for {
@@ -356,6 +370,39 @@ func TestNewExecConfig(t *testing.T) {
 		}
 		if err != nil && strings.Contains(err.Error(), "SECRET") {
 			t.Errorf("%s: error quotes the environment: %v", name, err)
+		}
+	}
+}
+
+// A program may explain its result in the file CUSTOS_EXPLANATION_FILE
+// names, told by CUSTOS_EXPLANATION_REQUIRED that it must; the file is
+// removed afterwards, and one too large is refused.
+func TestExecExplanation(t *testing.T) {
+	for _, c := range []struct {
+		mode     string
+		required bool
+		kept     bool
+		issue    string
+	}{
+		{"explain", true, true, ""},
+		{"explain", false, false, ""},
+		{"explain-huge", true, false, "larger than"},
+	} {
+		call := execCall
+		call.ExplanationRequired = c.required
+		res, err := handler.Run(t.Context(), newExec(t, c.mode, nil), call)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if kept := len(res.Explanation) != 0; kept != c.kept || !strings.Contains(res.ExplanationIssue, c.issue) || (c.issue == "") != (res.ExplanationIssue == "") {
+			t.Errorf("%s, required %v: explanation %s, issue %q", c.mode, c.required, res.Explanation, res.ExplanationIssue)
+		}
+		var out struct{ File string }
+		if err := json.Unmarshal(res.Data, &out); err != nil || out.File == "" {
+			t.Fatalf("result %s: %v", res.Data, err)
+		}
+		if _, err := os.Stat(out.File); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("the explanation file %s is left behind: %v", out.File, err)
 		}
 	}
 }

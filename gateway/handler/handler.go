@@ -148,8 +148,9 @@ type Result struct {
 	// inputs_used, ...), for the response's payload.explanation: an HTTP
 	// upstream's ExplanationHeader, an MCP tool result's _meta member
 	// ExplanationMeta, the same member of an A2A agent's message, task
-	// or artifact metadata. Run and Dispatch drop one that is not a valid
-	// explanation and say why in ExplanationIssue.
+	// or artifact metadata, what an exec program wrote to the file
+	// ExplanationFileEnv names. Run and Dispatch drop one that is not a
+	// valid explanation and say why in ExplanationIssue.
 	Explanation json.RawMessage
 	// ExplanationIssue says why the upstream's explanation was dropped.
 	ExplanationIssue string
