@@ -274,22 +274,12 @@ func (g *Gateway) reconcile(ctx context.Context, every bool) (int, error) {
 	if err != nil {
 		return n, err
 	}
-	for _, x := range xs {
-		if x.ClaimedBy != g.o.Exchanges.Instance() || now.Sub(x.UpdatedAt) < ReconcileAfter {
-			continue
-		}
-		if _, running := g.running.Load(x.ID); running {
-			continue
-		}
-		ended, err := g.interrupt(ctx, x, "The gateway could not record the outcome of this action; whether it ran is unknown, and it is not run again.")
-		if err != nil {
-			return n, err
-		}
-		if ended {
-			n++
-		}
-	}
-	return n, nil
+	ended, err = g.interruptAll(ctx, xs, "The gateway could not record the outcome of this action; whether it ran is unknown, and it is not run again.",
+		func(x exchange.Exchange) bool {
+			_, running := g.running.Load(x.ID)
+			return x.ClaimedBy == g.o.Exchanges.Instance() && now.Sub(x.UpdatedAt) >= ReconcileAfter && !running
+		})
+	return n + ended, err
 }
 
 func riskOf(level aais.RiskLevel) int {

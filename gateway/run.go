@@ -581,20 +581,8 @@ func (g *Gateway) Recover(ctx context.Context, instance string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	n := 0
-	for _, x := range xs {
-		if instance != "" && x.ClaimedBy != instance {
-			continue // another replica's, perhaps running now
-		}
-		ended, err := g.interrupt(ctx, x, "The gateway stopped while running this action; whether it ran is unknown, and it is not run again.")
-		if err != nil {
-			return n, err
-		}
-		if ended {
-			n++
-		}
-	}
-	return n, nil
+	return g.interruptAll(ctx, xs, "The gateway stopped while running this action; whether it ran is unknown, and it is not run again.",
+		func(x exchange.Exchange) bool { return instance == "" || x.ClaimedBy == instance }) // not another replica's, perhaps running now
 }
 
 // Checkpoint signs a checkpoint of the audit chain with the gateway's key
@@ -622,10 +610,21 @@ func (g *Gateway) endAbandoned(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	n := 0
 	for _, x := range xs {
 		g.log(ctx).WarnContext(ctx, "ending a call whose replica stopped", "exchange", x.ID, "replica", x.ClaimedBy)
-		ended, err := g.interrupt(ctx, x, "The gateway replica running this action stopped; whether it ran is unknown, and it is not run again.")
+	}
+	return g.interruptAll(ctx, xs, "The gateway replica running this action stopped; whether it ran is unknown, and it is not run again.", nil)
+}
+
+// interruptAll interrupts the exchanges of xs that take accepts (all, when
+// nil), each with why, and returns how many it ended.
+func (g *Gateway) interruptAll(ctx context.Context, xs []exchange.Exchange, why string, take func(exchange.Exchange) bool) (int, error) {
+	n := 0
+	for _, x := range xs {
+		if take != nil && !take(x) {
+			continue
+		}
+		ended, err := g.interrupt(ctx, x, why)
 		if err != nil {
 			return n, err
 		}
