@@ -581,10 +581,16 @@ func (s *Store) Waiting(ctx context.Context, states ...exchange.State) ([]exchan
 		}
 		names[i] = string(st)
 	}
+	return s.queryExchanges(ctx, "SELECT "+columns+" FROM exchanges WHERE state = ANY($1) ORDER BY seq", names)
+}
+
+// queryExchanges reads every exchange q selects (its columns), in one
+// statement.
+func (s *Store) queryExchanges(ctx context.Context, q string, args ...any) ([]exchange.Exchange, error) {
 	var out []exchange.Exchange
 	err := s.runner.Read(ctx, func(ctx context.Context) error {
 		out = nil
-		rows, err := pgutil.Reader(ctx, s.pool).Query(ctx, "SELECT "+columns+" FROM exchanges WHERE state = ANY($1) ORDER BY seq", names)
+		rows, err := pgutil.Reader(ctx, s.pool).Query(ctx, q, args...)
 		if err != nil {
 			return err
 		}
@@ -617,23 +623,9 @@ func (s *Store) Heartbeat(ctx context.Context, now time.Time) error {
 // Abandoned returns the exchanges in executing claimed by another
 // replica whose last heartbeat is before before, oldest first.
 func (s *Store) Abandoned(ctx context.Context, before time.Time) ([]exchange.Exchange, error) {
-	var out []exchange.Exchange
-	err := s.runner.Read(ctx, func(ctx context.Context) error {
-		out = nil
-		rows, err := pgutil.Reader(ctx, s.pool).Query(ctx, "SELECT "+columns+` FROM exchanges WHERE state = $1 AND claimed_by <> $2
-			AND claimed_by IN (SELECT name FROM instances WHERE seen_at < $3) ORDER BY seq`,
-			string(exchange.Executing), s.instance, before.UnixNano())
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		out, err = rowutil.CollectRows(rows, func() (exchange.Exchange, error) { return scan(rows) })
-		return err
-	})
-	if err != nil {
-		return nil, wrap(err)
-	}
-	return out, nil
+	return s.queryExchanges(ctx, "SELECT "+columns+` FROM exchanges WHERE state = $1 AND claimed_by <> $2
+		AND claimed_by IN (SELECT name FROM instances WHERE seen_at < $3) ORDER BY seq`,
+		string(exchange.Executing), s.instance, before.UnixNano())
 }
 
 // PurgeIdempotency deletes the idempotency keys expired at now and returns
