@@ -488,7 +488,8 @@ func (g *Gateway) receive(ctx context.Context, in Inbound, start time.Time, who 
 		return fail(issueError(issues[0]))
 	}
 	rec.Profile, _ = profileName(env, g.o.Profiles)
-	oversight := compliance.EffectiveOversight(env, g.o.Profiles)
+	comp := compliance.EffectiveOf(env, g.o.Profiles)
+	oversight := comp.Oversight
 	rec.Oversight = string(oversight)
 	// 4 authorize
 	actx := stages.next(stageAuthorize)
@@ -503,7 +504,7 @@ func (g *Gateway) receive(ctx context.Context, in Inbound, start time.Time, who 
 	if err != nil {
 		return fail(&arsia.Error{Code: arsia.CodeInvalidRequest, Description: err.Error()})
 	}
-	call.ExplanationRequired = compliance.ExplainabilityRequired(env, g.o.Profiles)
+	call.ExplanationRequired = comp.ExplainabilityRequired
 	rec.Capability = call.Capability
 	who.capability = call.Capability
 	if call.TraceID == "" {

@@ -10,12 +10,7 @@ import (
 // inheritance: true under every bundled profile except GDPR-STANDARD and
 // DORA). A nil reg means Default().
 func ExplainabilityRequired(env map[string]any, reg *Registry) bool {
-	reg = reg.orDefault()
-	comp, present, err := complianceOf(env)
-	if err != nil || !present {
-		return false
-	}
-	return isTrue(resolve(comp, reg).effective[fieldExplainability])
+	return EffectiveOf(env, reg).ExplainabilityRequired
 }
 
 // ValidateExplainability checks a response against its request (ARSIA-Actions

@@ -28,16 +28,33 @@ func ClockSkew(env map[string]any, reg *Registry) time.Duration {
 // or "" when none applies (no compliance object, or a value that is not a
 // known mode).
 func EffectiveOversight(env map[string]any, reg *Registry) Oversight {
-	reg = reg.orDefault()
+	return EffectiveOf(env, reg).Oversight
+}
+
+// Effective is what a receiver acts on of a message's compliance after
+// inheritance.
+type Effective struct {
+	// Oversight is EffectiveOversight.
+	Oversight Oversight
+	// ExplainabilityRequired is ExplainabilityRequired.
+	ExplainabilityRequired bool
+}
+
+// EffectiveOf resolves env's compliance once for everything Effective
+// holds (the zero Effective without a compliance object). A nil reg means
+// Default().
+func EffectiveOf(env map[string]any, reg *Registry) Effective {
 	comp, present, err := complianceOf(env)
 	if err != nil || !present {
-		return ""
+		return Effective{}
 	}
-	s, _ := resolve(comp, reg).effective[fieldHumanOversight].(string)
-	if !Oversight(s).Valid() {
-		return ""
+	eff := resolve(comp, reg.orDefault()).effective
+	var e Effective
+	if s, _ := eff[fieldHumanOversight].(string); Oversight(s).Valid() {
+		e.Oversight = Oversight(s)
 	}
-	return Oversight(s)
+	e.ExplainabilityRequired = isTrue(eff[fieldExplainability])
+	return e
 }
 
 // OversightDeadline returns when the human review of env, received at
