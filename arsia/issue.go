@@ -79,9 +79,3 @@ func (l *issueList) schemaErr(pointer, msg string) {
 	}
 	l.err("schema_violation", pointer, at+": "+msg)
 }
-
-func pointerJoin(base, token string) string {
-	token = strings.ReplaceAll(token, "~", "~0")
-	token = strings.ReplaceAll(token, "/", "~1")
-	return base + "/" + token
-}

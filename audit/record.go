@@ -404,8 +404,6 @@ func PayloadHashValue(v any) (string, error) { return jcs.DigestValue(v) }
 
 func isDigest(s string) bool { return jcs.IsDigest(s) }
 
-func hashCanonical(c []byte) string { return jcs.DigestCanonical(c) }
-
 // memberNames returns the exact JSON member names of a struct type.
 func memberNames(t reflect.Type) map[string]bool {
 	names := map[string]bool{}

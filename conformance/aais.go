@@ -332,10 +332,10 @@ func (e *aaisEnv) newRun(req *aais.Request) (*aaisRun, error) {
 	}
 	ev, created, err := run.auth.Create(run.ctx, req)
 	if err != nil {
-		return nil, fmt.Errorf("Create: %w", err)
+		return nil, fmt.Errorf("create: %w", err)
 	}
 	if !created {
-		return nil, errors.New("Create: request not created on a fresh store")
+		return nil, errors.New("create: request not created on a fresh store")
 	}
 	if err := aaisReparse(ev); err != nil {
 		return nil, fmt.Errorf("approval.requested event: %w", err)

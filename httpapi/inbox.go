@@ -218,7 +218,7 @@ func serveMetrics(w http.ResponseWriter, r *http.Request, g prometheus.Gatherer)
 		problem(w, asc.DependencyUnavailable, http.StatusServiceUnavailable, "Metrics unavailable: "+err.Error())
 		return
 	}
-	format := expfmt.NegotiateIncludingOpenMetrics(r.Header)
+	format := expfmt.NegotiateAccept(r.Header, expfmt.DefaultOpenMetricsAcceptedFormats()...)
 	var buf bytes.Buffer
 	enc := expfmt.NewEncoder(&buf, format)
 	for _, mf := range mfs {

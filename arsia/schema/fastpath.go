@@ -644,10 +644,7 @@ func smallInt(v any) (int64, bool) {
 	switch n := v.(type) {
 	case json.Number:
 		s := string(n)
-		digits := s
-		if strings.HasPrefix(digits, "-") {
-			digits = digits[1:]
-		}
+		digits := strings.TrimPrefix(s, "-")
 		if len(digits) == 0 || len(digits) > 15 || (len(digits) > 1 && digits[0] == '0') || !isDigits(digits) {
 			return 0, false
 		}

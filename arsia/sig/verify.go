@@ -157,17 +157,12 @@ func parseSecurity(env map[string]any) (security, error) {
 	return s, nil
 }
 
-// decodeSig decodes unpadded base64url strictly: no padding, no '+' or '/',
-// no line breaks (which encoding/base64 would skip), no non-zero trailing
-// bits.
-func decodeSig(s string) ([]byte, error) {
-	return decodeSigInto(nil, s)
-}
-
 // strictBase64 is unpadded base64url that refuses non-zero trailing bits.
 var strictBase64 = base64.RawURLEncoding.Strict()
 
-// decodeSigInto is decodeSig writing into dst when it is large enough.
+// decodeSigInto decodes unpadded base64url strictly — no padding, no '+' or
+// '/', no line breaks (which encoding/base64 would skip), no non-zero
+// trailing bits — writing into dst when it is large enough.
 func decodeSigInto(dst []byte, s string) ([]byte, error) {
 	if len(s) > maxSigChars {
 		return nil, fmt.Errorf("%w: signature too long", ErrMalformed)

@@ -30,7 +30,11 @@ func TestSignVerifyRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	scalar, err := NewES256Signer(ecPriv.D.FillBytes(make([]byte, 32)))
+	raw, err := ecPriv.Bytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	scalar, err := NewES256Signer(raw)
 	if err != nil {
 		t.Fatal(err)
 	}

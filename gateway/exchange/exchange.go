@@ -353,12 +353,3 @@ func Next(cur Exchange, to State, c Change) (Exchange, error) {
 // NewID returns a fresh exchange id ("exc_" + 32 hex digits), for callers
 // that must know the id before Create (to link it to an approval first).
 func NewID() string { return "exc_" + randomHex() }
-
-// cloneRaw copies b (nil stays nil), so that what a Store returns shares
-// nothing with what its caller passed in.
-func cloneRaw(b json.RawMessage) json.RawMessage {
-	if b == nil {
-		return nil
-	}
-	return append(json.RawMessage(nil), b...)
-}

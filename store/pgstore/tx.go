@@ -25,20 +25,17 @@ var errNoChange = pgutil.ErrNoChange
 // request or rule); it is run again alone once the batch committed.
 var errBusy = errors.New("claimed by another write of the batch")
 
-// write runs prep, which reads and locks what a write decides on and
+// writeQueued runs prep, which reads and locks what a write decides on and
 // returns the *pending it appends (or errNoChange), in a READ COMMITTED
 // transaction, alone or with concurrent writes (pgutil.Batcher; alone when
 // Options.MaxBatch is 1), and then appends every pending of the
 // transaction in one statement and commits (finish). A context done before
 // the commit writes nothing, transient failures are retried, and a commit
 // whose outcome is unknown is not (pgutil.ErrCommitUnknown).
-func (s *Store) write(ctx context.Context, prep func(ctx context.Context, tx pgx.Tx, b *pgutil.Batch) (*pending, error)) error {
-	return s.writeQueued(ctx, nil, prep)
-}
-
-// writeQueued is write for a write whose first reads are queued by queue
-// (pgutil.Batcher.WriteQueued): the first reads of every write in a batch
-// take one round trip together.
+//
+// The first reads of every write in a batch, queued by queue
+// (pgutil.Batcher.WriteQueued; nil queues none), take one round trip
+// together.
 func (s *Store) writeQueued(ctx context.Context, queue func(*pgx.Batch), prep func(ctx context.Context, tx pgx.Tx, b *pgutil.Batch) (*pending, error)) error {
 	return s.batcher.WriteQueued(ctx, queue, func(ctx context.Context, tx pgx.Tx, b *pgutil.Batch) (any, error) {
 		p, err := prep(ctx, tx, b)
