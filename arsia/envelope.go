@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/custos-runtime/custos/internal/limits"
 	"github.com/custos-runtime/custos/jcs"
 )
 
@@ -63,7 +64,7 @@ const (
 
 // DefaultMaxMessageBytes caps the UTF-8 wire JSON of an envelope (Core
 // §4): 1 MiB.
-const DefaultMaxMessageBytes = 1 << 20
+const DefaultMaxMessageBytes = limits.MessageBytes
 
 // Envelope is an ARSIA message (Core §4, arsia-message.schema.json).
 //

@@ -17,6 +17,7 @@ import (
 
 	"github.com/custos-runtime/custos/asc"
 	"github.com/custos-runtime/custos/gateway"
+	"github.com/custos-runtime/custos/internal/limits"
 )
 
 // ARSIAMediaType is the media type of ARSIA messages on the wire.
@@ -66,7 +67,7 @@ func NewInbox(o InboxOptions) (http.Handler, error) {
 		return nil, errors.New("httpapi: inbox without a gateway")
 	}
 	if o.MaxBody <= 0 {
-		o.MaxBody = 1 << 20
+		o.MaxBody = limits.MessageBytes
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/arsia/inbox", func(w http.ResponseWriter, r *http.Request) {

@@ -15,7 +15,9 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/custos-runtime/custos/aais"
+	"github.com/custos-runtime/custos/arsia"
 	"github.com/custos-runtime/custos/arsia/compliance"
+	"github.com/custos-runtime/custos/internal/limits"
 )
 
 // Verdict is what a policy rule does with a matching tools/call.
@@ -37,7 +39,7 @@ const (
 	// DefaultAgent is origin.agent_id when the policy names none.
 	DefaultAgent = ""
 	// MaxPolicySize caps a policy file.
-	MaxPolicySize = 1 << 20
+	MaxPolicySize = limits.FileBytes
 	// MaxRules caps the number of rules.
 	MaxRules = 1000
 )
@@ -231,7 +233,7 @@ func ParsePolicy(data []byte) (*Policy, error) {
 			bad("authority: %q is not an http(s) URL", *fp.Authority)
 		case u.User != nil || u.RawQuery != "" || u.Fragment != "":
 			bad("authority: %q must not carry credentials, a query or a fragment (put the token in token)", *fp.Authority)
-		case u.Scheme == "http" && !loopback(u.Hostname()):
+		case u.Scheme == "http" && !arsia.IsLoopbackHost(u.Hostname()):
 			bad("authority: %q: plain http is allowed only to localhost; use https", *fp.Authority)
 		}
 		switch {
@@ -276,10 +278,6 @@ func ParsePolicy(data []byte) (*Policy, error) {
 		return nil, &PolicyError{probs}
 	}
 	return p, nil
-}
-
-func loopback(host string) bool {
-	return host == "localhost" || host == "127.0.0.1" || host == "::1" || strings.HasPrefix(host, "127.")
 }
 
 func duration(s *string, where string, bad func(string, ...any)) (time.Duration, bool) {

@@ -96,6 +96,7 @@ func TestParsePolicyErrors(t *testing.T) {
 		"both":           {"store: x\nauthority: http://localhost\ntoken: t" + rules, "not both"},
 		"no token":       {"authority: http://localhost" + rules, "token: required"},
 		"remote http":    {"authority: http://example.com\ntoken: t" + rules, "plain http"},
+		"127. name":      {"authority: http://127.attacker.example\ntoken: t" + rules, "plain http"},
 		"creds in url":   {"authority: https://u:p@example.com\ntoken: t" + rules, "credentials"},
 		"token w/ store": {"store: x\ntoken: t" + rules, "only used with authority"},
 		"no rules":       {"store: x\nrules: []", "at least one rule"},

@@ -13,13 +13,14 @@ import (
 	"math/big"
 	"time"
 
+	"github.com/custos-runtime/custos/internal/limits"
 	"github.com/custos-runtime/custos/jcs"
 	"github.com/go-jose/go-jose/v4"
 )
 
 // MaxEnvelopeBytes is the largest wire envelope DecodeEnvelope accepts: the
 // ARSIA default max_message_bytes (1 MiB).
-const MaxEnvelopeBytes = 1 << 20
+const MaxEnvelopeBytes = limits.MessageBytes
 
 // DecodeEnvelope decodes a wire envelope strictly (RFC 8785 / I-JSON rules of
 // package jcs: duplicate member names, invalid UTF-8 and non-interoperable

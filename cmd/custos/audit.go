@@ -20,6 +20,7 @@ import (
 	"github.com/custos-runtime/custos/arsia/sig"
 	"github.com/custos-runtime/custos/audit"
 	"github.com/custos-runtime/custos/gateway"
+	"github.com/custos-runtime/custos/internal/limits"
 	"github.com/custos-runtime/custos/store"
 	"github.com/custos-runtime/custos/store/pgaudit"
 )
@@ -314,7 +315,7 @@ func readCheckpointKeys(name string) (audit.CheckpointVerifier, error) {
 }
 
 // maxKeysSize caps a --keys file.
-const maxKeysSize = 1 << 20
+const maxKeysSize = limits.FileBytes
 
 func (e *auditEnv) verifyLog(ctx context.Context, opts audit.VerifyOptions) (audit.Report, string, error) {
 	l, path, err := e.open(ctx, true)

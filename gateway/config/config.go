@@ -25,6 +25,7 @@ import (
 	"github.com/custos-runtime/custos/arsia"
 	"github.com/custos-runtime/custos/arsia/identity"
 	"github.com/custos-runtime/custos/gateway/exchange"
+	"github.com/custos-runtime/custos/internal/limits"
 	"github.com/custos-runtime/custos/internal/telemetry"
 )
 
@@ -33,7 +34,7 @@ const (
 	DefaultListen     = "127.0.0.1:8080"
 	DefaultDataDir    = "custos-data"
 	DefaultAgent      = "agent:local.custos"
-	DefaultMaxBody    = 1 << 20
+	DefaultMaxBody    = limits.MessageBytes
 	DefaultApprovalTT = 10 * time.Minute
 )
 
@@ -295,9 +296,7 @@ func (t Trust) check() []error {
 		if err != nil || u.Host == "" || u.User != nil {
 			return false
 		}
-		h := u.Hostname()
-		ip := net.ParseIP(h)
-		return u.Scheme == "https" || u.Scheme == "http" && (strings.EqualFold(h, "localhost") || ip != nil && ip.IsLoopback())
+		return u.Scheme == "https" || u.Scheme == "http" && arsia.IsLoopbackHost(u.Hostname())
 	}
 	for _, u := range t.JWKSURLs {
 		if !trustURL(u) {
@@ -433,11 +432,11 @@ var ErrConfig = errors.New("config")
 // Decode reads a YAML configuration over c. Unknown keys, duplicate keys and
 // a second document are errors: a misspelt setting must not be ignored.
 func (c *Config) Decode(r io.Reader, name string) error {
-	data, err := io.ReadAll(io.LimitReader(r, 1<<20+1))
+	data, err := io.ReadAll(io.LimitReader(r, limits.FileBytes+1))
 	if err != nil {
 		return fmt.Errorf("%w: %s: %w", ErrConfig, name, err)
 	}
-	if len(data) > 1<<20 {
+	if len(data) > limits.FileBytes {
 		return fmt.Errorf("%w: %s: larger than 1 MiB", ErrConfig, name)
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))

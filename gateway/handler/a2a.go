@@ -79,7 +79,7 @@ func NewA2A(cfg A2AConfig) (*A2A, error) {
 		return nil, fmt.Errorf("%w: a2a: %v", ErrConfig, err)
 	}
 	h := &A2A{url: u.String(), host: u.Host, poll: cfg.Poll}
-	if h.timeout, h.max, err = limits(cfg.Timeout, cfg.MaxResponseBytes, "MaxResponseBytes"); err != nil {
+	if h.timeout, h.max, err = handlerLimits(cfg.Timeout, cfg.MaxResponseBytes, "MaxResponseBytes"); err != nil {
 		return nil, err
 	}
 	if h.poll < 0 {

@@ -128,7 +128,7 @@ func NewExec(cfg ExecConfig) (*Exec, error) {
 		timeout: cfg.Timeout,
 		max:     cfg.MaxOutputBytes,
 	}
-	if e.timeout, e.max, err = limits(cfg.Timeout, cfg.MaxOutputBytes, "MaxOutputBytes"); err != nil {
+	if e.timeout, e.max, err = handlerLimits(cfg.Timeout, cfg.MaxOutputBytes, "MaxOutputBytes"); err != nil {
 		return nil, err
 	}
 	// The command line must fit in one effect uncut: a cut would let two

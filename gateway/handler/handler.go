@@ -13,6 +13,7 @@ import (
 	"github.com/custos-runtime/custos/aais"
 	"github.com/custos-runtime/custos/arsia"
 	"github.com/custos-runtime/custos/asc"
+	"github.com/custos-runtime/custos/internal/limits"
 	"github.com/custos-runtime/custos/jcs"
 )
 
@@ -22,7 +23,7 @@ import (
 // request also carries an origin, risk and choices next to the action.
 const (
 	// MaxArgumentsSize caps the arguments object in bytes.
-	MaxArgumentsSize = 1 << 20
+	MaxArgumentsSize = limits.ArgumentsBytes
 	// MaxArgumentsDepth caps the nesting of the arguments object (the object
 	// itself is depth 1).
 	MaxArgumentsDepth = aais.DefaultMaxDepth - 3
@@ -510,10 +511,10 @@ func appendString(b []byte, s string) []byte {
 	return append(b, strings.TrimSuffix(buf.String(), "\n")...)
 }
 
-// limits checks a built-in's timeout and size cap and applies their
+// handlerLimits checks a built-in's timeout and size cap and applies their
 // defaults (DefaultTimeout, DefaultMaxResponseBytes); name is the size
 // field, for the error.
-func limits(timeout time.Duration, max int64, name string) (time.Duration, int64, error) {
+func handlerLimits(timeout time.Duration, max int64, name string) (time.Duration, int64, error) {
 	if timeout < 0 {
 		return 0, 0, fmt.Errorf("%w: negative timeout", ErrConfig)
 	}

@@ -112,7 +112,7 @@ func NewHTTP(cfg HTTPConfig) (*HTTP, error) {
 		return nil, fmt.Errorf("%w: url: longer than %d bytes", ErrConfig, maxResourceLen)
 	}
 	h := &HTTP{url: resource, host: u.Host, timeout: cfg.Timeout, max: cfg.MaxResponseBytes, now: time.Now}
-	if h.timeout, h.max, err = limits(cfg.Timeout, cfg.MaxResponseBytes, "MaxResponseBytes"); err != nil {
+	if h.timeout, h.max, err = handlerLimits(cfg.Timeout, cfg.MaxResponseBytes, "MaxResponseBytes"); err != nil {
 		return nil, err
 	}
 	h.headers = make(http.Header, len(cfg.Headers))

@@ -113,7 +113,7 @@ type MCP struct {
 func NewMCP(cfg MCPConfig) (*MCP, error) {
 	h := &MCP{}
 	var err error
-	if h.timeout, h.max, err = limits(cfg.Timeout, cfg.MaxResponseBytes, "MaxResponseBytes"); err != nil {
+	if h.timeout, h.max, err = handlerLimits(cfg.Timeout, cfg.MaxResponseBytes, "MaxResponseBytes"); err != nil {
 		return nil, err
 	}
 	n := 0

@@ -53,6 +53,7 @@ import (
 	"github.com/custos-runtime/custos/arsia/identity"
 	"github.com/custos-runtime/custos/arsia/sig"
 	"github.com/custos-runtime/custos/gateway"
+	"github.com/custos-runtime/custos/internal/limits"
 )
 
 // DefaultIdentityTTL is how long a fetched identity record is used before
@@ -63,7 +64,7 @@ const DefaultIdentityTTL = time.Hour
 const DefaultTimeout = 10 * time.Second
 
 // MaxPEMFileBytes caps a CA file.
-const MaxPEMFileBytes = 1 << 20
+const MaxPEMFileBytes = limits.FileBytes
 
 // ErrConfig wraps every error of New.
 var ErrConfig = errors.New("trust: invalid configuration")
