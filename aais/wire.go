@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+
+	"github.com/custos-runtime/custos/internal/jsonx"
 )
 
 // The wire types mirror the schema member for member. Parse decodes into
@@ -328,15 +330,7 @@ func encode(v any) ([]byte, error) {
 }
 
 // encodeReflect is encode through encoding/json, for any value.
-func encodeReflect(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
-}
+func encodeReflect(v any) ([]byte, error) { return jsonx.Marshal(v) }
 
 // decodeRawObject reads a JSON object into compact raw member values. A
 // JSON null leaves the map nil.

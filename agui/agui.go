@@ -22,7 +22,6 @@
 package agui
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -30,6 +29,7 @@ import (
 	"strings"
 
 	"github.com/custos-runtime/custos/aais"
+	"github.com/custos-runtime/custos/internal/jsonx"
 	"github.com/custos-runtime/custos/jcs"
 )
 
@@ -116,13 +116,7 @@ func InterruptRun(threadID, runID string, req *aais.Message) ([]byte, error) {
 			Metadata: map[string]json.RawMessage{MetadataKey: env},
 		},
 	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(ev); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+	return jsonx.Marshal(ev)
 }
 
 // runInputMembers are the members of an AG-UI RunAgentInput.

@@ -1,7 +1,6 @@
 package arsia
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/custos-runtime/custos/internal/jsonx"
 	"github.com/custos-runtime/custos/internal/limits"
 	"github.com/custos-runtime/custos/jcs"
 )
@@ -239,15 +239,7 @@ func (e *Envelope) Map() (map[string]any, error) {
 }
 
 // encodeJSON encodes without HTML escaping and without the trailing newline.
-func encodeJSON(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
-}
+func encodeJSON(v any) ([]byte, error) { return jsonx.Marshal(v) }
 
 func (e Envelope) toMap() (map[string]any, error) {
 	m := make(map[string]any, 16+len(e.Extra))

@@ -1,9 +1,10 @@
 package asc
 
 import (
-	"bytes"
 	"encoding/json"
 	"slices"
+
+	"github.com/custos-runtime/custos/internal/jsonx"
 )
 
 // Marshal encodes e compactly. Known members come first in specification
@@ -91,13 +92,11 @@ func appendValue(dst []byte, v any) ([]byte, error) {
 	if raw, ok := v.(json.RawMessage); ok {
 		return append(dst, raw...), nil
 	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
+	b, err := jsonx.Marshal(v)
+	if err != nil {
 		return nil, err
 	}
-	return append(dst, bytes.TrimSuffix(buf.Bytes(), []byte("\n"))...), nil
+	return append(dst, b...), nil
 }
 
 func (e *Envelope) appendJSON(dst []byte, w *treeWalk) ([]byte, error) {

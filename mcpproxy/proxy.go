@@ -16,6 +16,7 @@ import (
 
 	"github.com/custos-runtime/custos/aais"
 	"github.com/custos-runtime/custos/asc"
+	"github.com/custos-runtime/custos/internal/jsonx"
 	"github.com/custos-runtime/custos/jcs"
 )
 
@@ -525,10 +526,7 @@ func actionJSON(rule *Rule, name string, raw json.RawMessage, args map[string]an
 }
 
 func writeString(buf *bytes.Buffer, s string) {
-	enc := json.NewEncoder(buf)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(s)
-	buf.Truncate(buf.Len() - 1) // Encode's newline
+	buf.Write(jsonx.AppendString(buf.AvailableBuffer(), s))
 }
 
 // clip cuts s to at most n bytes on a rune boundary.

@@ -24,34 +24,18 @@ import (
 	"time"
 
 	"github.com/custos-runtime/custos/aais"
+	"github.com/custos-runtime/custos/internal/manualclock"
 )
 
 // Start is the instant the kit's clock starts at.
 var Start = time.Date(2026, 8, 30, 18, 0, 0, 0, time.UTC)
 
-// Clock is a manual clock for an Authority: it only moves when told to.
-// It is safe for concurrent use.
-type Clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
+// Clock is a manual clock for an Authority (pass its Now as
+// AuthorityOptions.Now): it only moves when told to.
+type Clock = manualclock.Clock
 
 // NewClock returns a Clock reading t.
-func NewClock(t time.Time) *Clock { return &Clock{now: t} }
-
-// Now returns the clock's time; pass it as AuthorityOptions.Now.
-func (c *Clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-// Advance moves the clock forward by d.
-func (c *Clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
+func NewClock(t time.Time) *Clock { return manualclock.New(t) }
 
 // Actor is the authenticated actor the kit decides as.
 var Actor = aais.Actor{ID: "conformance_user", Type: aais.ActorHuman, AuthenticatedBy: "conformance"}

@@ -6,13 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/custos-runtime/custos/aais"
 	"github.com/custos-runtime/custos/arsia"
 	"github.com/custos-runtime/custos/asc"
+	"github.com/custos-runtime/custos/internal/jsonx"
 	"github.com/custos-runtime/custos/internal/limits"
 	"github.com/custos-runtime/custos/jcs"
 )
@@ -503,13 +503,7 @@ func truncateRunes(s string, n int) string {
 // appendString appends s as a JSON string without HTML escaping, so the
 // action reads as the reviewer would expect ("<", ">" and "&" stay). The
 // digest is over the canonical form and does not depend on escaping.
-func appendString(b []byte, s string) []byte {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(s) // a string always encodes
-	return append(b, strings.TrimSuffix(buf.String(), "\n")...)
-}
+func appendString(b []byte, s string) []byte { return jsonx.AppendString(b, s) }
 
 // handlerLimits checks a built-in's timeout and size cap and applies their
 // defaults (DefaultTimeout, DefaultMaxResponseBytes); name is the size

@@ -14,6 +14,7 @@ import (
 
 	"github.com/custos-runtime/custos/aais"
 	"github.com/custos-runtime/custos/aais/liveness"
+	"github.com/custos-runtime/custos/internal/jsonx"
 )
 
 // Schema is the format the store writes (the "schema" member).
@@ -443,15 +444,7 @@ func sortedKeys[V any](m map[string]V) []string {
 
 // encode writes v as compact JSON without HTML escaping (raw values are
 // written as found) and with map keys sorted.
-func encode(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
-}
+func encode(v any) ([]byte, error) { return jsonx.Marshal(v) }
 
 func rawMap(m map[string]*envelope) map[string]json.RawMessage {
 	out := make(map[string]json.RawMessage, len(m))

@@ -11,31 +11,15 @@ import (
 	"time"
 
 	"github.com/custos-runtime/custos/arsia/auth"
+	"github.com/custos-runtime/custos/internal/manualclock"
 )
 
 // Clock is a settable time source shared by a test and the cache under
-// test. It is safe for concurrent use.
-type Clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
+// test.
+type Clock = manualclock.Clock
 
-// NewClock returns a clock set to t.
-func NewClock(t time.Time) *Clock { return &Clock{now: t} }
-
-// Now returns the clock's time.
-func (c *Clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-// Advance moves the clock forward by d.
-func (c *Clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
+// NewClock returns a Clock reading t.
+func NewClock(t time.Time) *Clock { return manualclock.New(t) }
 
 // NewCache makes an empty cache whose notion of the current time is
 // clock.Now. It is called once per subtest; a backend shared between

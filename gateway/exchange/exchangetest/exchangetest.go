@@ -27,11 +27,11 @@ package exchangetest
 import (
 	"encoding/json"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/custos-runtime/custos/gateway/exchange"
+	"github.com/custos-runtime/custos/internal/manualclock"
 )
 
 // Config is what the kit asks of a new store or handle.
@@ -60,29 +60,12 @@ type Backend struct {
 // Start is the instant the kit's clocks start at.
 var Start = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 
-// Clock is a manual clock: it moves only when told to. It is safe for
-// concurrent use.
-type Clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
+// Clock is a manual clock (pass its Now as Config.Now): it moves only when
+// told to.
+type Clock = manualclock.Clock
 
 // NewClock returns a Clock reading t.
-func NewClock(t time.Time) *Clock { return &Clock{now: t} }
-
-// Now returns the clock's time; pass it as Config.Now.
-func (c *Clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-// Advance moves the clock forward by d.
-func (c *Clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
+func NewClock(t time.Time) *Clock { return manualclock.New(t) }
 
 // Run runs the conformance kit against the stores b makes.
 func Run(t *testing.T, b Backend) {
