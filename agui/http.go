@@ -31,7 +31,7 @@ type HandlerOptions struct {
 	// CurrentAction, when set, returns the action req would run now, so
 	// that a decision on an action that has changed resolves as stale.
 	CurrentAction func(ctx context.Context, req *aais.Request) ([]byte, error)
-	// Logger receives diagnostics (slog.Default when nil).
+	// Logger receives diagnostics (nothing is logged when nil).
 	Logger *slog.Logger
 }
 
@@ -60,7 +60,7 @@ func NewHandler(o HandlerOptions) (http.Handler, error) {
 		return nil, errors.New("agui: the handler needs an authority and an authenticator")
 	}
 	if o.Logger == nil {
-		o.Logger = slog.Default()
+		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &resumeHandler{o: o}, nil
 }

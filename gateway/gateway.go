@@ -127,7 +127,7 @@ type Options struct {
 	CheckpointEvery time.Duration
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
-	// Logger receives diagnostics (slog.Default when nil).
+	// Logger receives diagnostics (nothing is logged when nil).
 	Logger *slog.Logger
 	// Tracer, when set, traces every request: a span per request, per
 	// stage and per handler call, propagated to the upstreams (W3C
@@ -233,7 +233,7 @@ func New(o Options) (*Gateway, error) {
 		o.Now = time.Now
 	}
 	if o.Logger == nil {
-		o.Logger = slog.Default()
+		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	if o.StatusURL == nil {
 		o.StatusURL = func(id string) string { return "/v1/arsia/exchanges/" + id }

@@ -126,7 +126,7 @@ type ApprovalsOptions struct {
 	StreamWriteTimeout time.Duration
 	// MaxBody caps a decision body (64 KiB when zero).
 	MaxBody int64
-	// Logger receives diagnostics (slog.Default when nil).
+	// Logger receives diagnostics (nothing is logged when nil).
 	Logger *slog.Logger
 	// Metrics, when set, gets custos_approval_subscribers, the event
 	// streams open.
@@ -210,7 +210,7 @@ func NewApprovals(o ApprovalsOptions) (http.Handler, error) {
 		o.StreamWriteTimeout = 10 * time.Second
 	}
 	if o.Logger == nil {
-		o.Logger = slog.Default()
+		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	a := &approvals{o: o, origins: originPolicy{}}
 	if o.Metrics != nil {

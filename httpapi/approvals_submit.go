@@ -37,7 +37,7 @@ type SubmitOptions struct {
 	// long poll (60 s when zero).
 	MaxBody int64
 	MaxWait time.Duration
-	// Logger receives diagnostics (slog.Default when nil).
+	// Logger receives diagnostics (nothing is logged when nil).
 	Logger *slog.Logger
 }
 
@@ -93,7 +93,7 @@ func NewSubmit(o SubmitOptions) (http.Handler, error) {
 		o.MaxWait = 60 * time.Second
 	}
 	if o.Logger == nil {
-		o.Logger = slog.Default()
+		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	s := &submit{o: o}
 	mux := http.NewServeMux()

@@ -41,7 +41,7 @@ func NewDecider(o ApprovalsOptions) (*Decider, error) {
 		return nil, errors.New("httpapi: a decider needs an authority")
 	}
 	if o.Logger == nil {
-		o.Logger = slog.Default()
+		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &Decider{a: &approvals{o: o, origins: originPolicy{}}}, nil
 }

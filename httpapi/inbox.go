@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"mime"
 	"net/http"
 	"strconv"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/custos-runtime/custos/asc"
 	"github.com/custos-runtime/custos/gateway"
+	"github.com/custos-runtime/custos/gateway/exchange"
 	"github.com/custos-runtime/custos/internal/limits"
 )
 
@@ -35,6 +37,9 @@ type InboxOptions struct {
 	// inbox is PublicURL + the request path); empty means the request's
 	// own scheme and Host.
 	PublicURL string
+	// Logger receives the store failures the inbox answers 503 for
+	// (nothing is logged when nil).
+	Logger *slog.Logger
 	// Ready reports whether the gateway can serve (its stores answer).
 	Ready func(context.Context) error
 	// Limits, when set, are the transport limits in front of the inbox
@@ -69,6 +74,19 @@ func NewInbox(o InboxOptions) (http.Handler, error) {
 	if o.MaxBody <= 0 {
 		o.MaxBody = limits.MessageBytes
 	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	// lookupFailed answers a failed read of an exchange: an unknown id is
+	// 404, a store that failed 503 (logged, not told to the client).
+	lookupFailed := func(w http.ResponseWriter, r *http.Request, err error) {
+		if errors.Is(err, exchange.ErrNotFound) {
+			problem(w, asc.NotFound, http.StatusNotFound, "No such exchange.")
+			return
+		}
+		o.Logger.ErrorContext(r.Context(), "reading an exchange", "exchange", r.PathValue("id"), "err", err)
+		problem(w, asc.DependencyUnavailable, http.StatusServiceUnavailable, "The exchange store is unavailable; try again.")
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/arsia/inbox", func(w http.ResponseWriter, r *http.Request) {
 		mt, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
@@ -91,7 +109,7 @@ func NewInbox(o InboxOptions) (http.Handler, error) {
 	mux.HandleFunc("GET /v1/arsia/exchanges/{id}", func(w http.ResponseWriter, r *http.Request) {
 		rep, err := o.Gateway.Exchange(r.Context(), r.PathValue("id"))
 		if err != nil {
-			problem(w, asc.NotFound, http.StatusNotFound, "No such exchange.")
+			lookupFailed(w, r, err)
 			return
 		}
 		writeReply(w, rep)
@@ -100,7 +118,7 @@ func NewInbox(o InboxOptions) (http.Handler, error) {
 		d, err := o.Gateway.Decision(r.Context(), r.PathValue("id"))
 		switch {
 		case err != nil:
-			problem(w, asc.NotFound, http.StatusNotFound, "No such exchange.")
+			lookupFailed(w, r, err)
 		case d == nil:
 			problem(w, asc.NotFound, http.StatusNotFound, "No approval decision: the request needed none, or it is still waiting.")
 		default:
@@ -134,12 +152,13 @@ func NewInbox(o InboxOptions) (http.Handler, error) {
 		gather = append(gather, o.Metrics)
 	}
 	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
-		serveMetrics(w, r, gather)
+		serveMetrics(w, r, gather, o.Logger)
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		if o.Ready != nil {
 			if err := o.Ready(r.Context()); err != nil {
-				problem(w, asc.DependencyUnavailable, http.StatusServiceUnavailable, "Not ready: "+err.Error())
+				o.Logger.WarnContext(r.Context(), "not ready", "err", err)
+				problem(w, asc.DependencyUnavailable, http.StatusServiceUnavailable, "Not ready: a store does not answer.")
 				return
 			}
 		}
@@ -213,10 +232,11 @@ func writeReply(w http.ResponseWriter, rep gateway.Reply) {
 // serveMetrics writes what g gathers in the format the scraper asked for
 // (text, OpenMetrics with exemplars, protobuf); a store that does not
 // answer makes it 503, as a half-read scrape would mislead.
-func serveMetrics(w http.ResponseWriter, r *http.Request, g prometheus.Gatherer) {
+func serveMetrics(w http.ResponseWriter, r *http.Request, g prometheus.Gatherer, log *slog.Logger) {
 	mfs, err := g.Gather()
 	if err != nil {
-		problem(w, asc.DependencyUnavailable, http.StatusServiceUnavailable, "Metrics unavailable: "+err.Error())
+		log.ErrorContext(r.Context(), "gathering metrics", "err", err)
+		problem(w, asc.DependencyUnavailable, http.StatusServiceUnavailable, "Metrics unavailable: a store does not answer.")
 		return
 	}
 	format := expfmt.NegotiateAccept(r.Header, expfmt.DefaultOpenMetricsAcceptedFormats()...)

@@ -39,7 +39,7 @@ type UIOptions struct {
 	// AllowedOrigins are browser origins allowed to sign in besides the
 	// server's own origin.
 	AllowedOrigins []string
-	// Logger receives sign-ins (slog.Default when nil).
+	// Logger receives sign-ins (nothing is logged when nil).
 	Logger *slog.Logger
 	// Now is the clock of the sign-in throttle (time.Now when nil).
 	Now func() time.Time
@@ -69,7 +69,7 @@ func NewReviewerUI(o UIOptions) (http.Handler, error) {
 		return nil, errors.New("httpapi: the reviewer UI needs a session store")
 	}
 	if o.Logger == nil {
-		o.Logger = slog.Default()
+		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	if o.Now == nil {
 		o.Now = time.Now

@@ -35,7 +35,8 @@ type Decisions struct {
 	// Reviewers are the configured reviewers by id, for their display
 	// names; a mapped id missing here is refused.
 	Reviewers map[string]aais.Actor
-	Logger    *slog.Logger
+	// Logger receives refused callbacks (nothing is logged when nil).
+	Logger *slog.Logger
 	// Now is the clock of signature windows and decided_at (time.Now when
 	// nil).
 	Now func() time.Time
@@ -52,7 +53,7 @@ func (d *Decisions) now() time.Time {
 
 func (d *Decisions) logger() *slog.Logger {
 	if d.Logger == nil {
-		return slog.Default()
+		return slog.New(slog.DiscardHandler)
 	}
 	return d.Logger
 }

@@ -55,7 +55,8 @@ type Options struct {
 	// pending requests again.
 	StatePath string
 	// Poll is the Follow poll interval (250 ms when zero).
-	Poll   time.Duration
+	Poll time.Duration
+	// Logger receives delivery failures (nothing is logged when nil).
 	Logger *slog.Logger
 }
 
@@ -117,7 +118,7 @@ func New(o Options) (*Notifier, error) {
 	}
 	n := &Notifier{o: o, log: o.Logger, state: notifierState{Announced: map[string]*announced{}}}
 	if n.log == nil {
-		n.log = slog.Default()
+		n.log = slog.New(slog.DiscardHandler)
 	}
 	if o.StatePath != "" {
 		b, err := os.ReadFile(o.StatePath)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -135,6 +136,9 @@ type StateOptions struct {
 	RateLimit pgratelimit.Rate
 	// Now is the exchanges' clock (time.Now when nil).
 	Now func() time.Time
+	// Logger receives the stores' background failures (nothing is logged
+	// when nil).
+	Logger *slog.Logger
 }
 
 // StateFile is the name of the state's SQLite file in a data directory.
@@ -264,14 +268,14 @@ func (s *State) openPostgres(ctx context.Context, l Location, o *StateOptions) e
 	}
 	s.closers = append(s.closers, xs)
 	s.Exchanges, s.Instance = xs, xs.Instance()
-	replay, err := pgreplay.New(ctx, pg.Pool(), &pgreplay.Options{Schema: l.Schema})
+	replay, err := pgreplay.New(ctx, pg.Pool(), &pgreplay.Options{Schema: l.Schema, Logger: o.Logger})
 	if err != nil {
 		return fmt.Errorf("replay set: %w", err)
 	}
 	s.Replay = replay
 	s.closers = append(s.closers, replay)
 	if o.RateLimit.PerSecond > 0 {
-		lim, err := pgratelimit.New(ctx, pg.Pool(), o.RateLimit, &pgratelimit.Options{Schema: l.Schema})
+		lim, err := pgratelimit.New(ctx, pg.Pool(), o.RateLimit, &pgratelimit.Options{Schema: l.Schema, Logger: o.Logger})
 		if err != nil {
 			return fmt.Errorf("rate limits: %w", err)
 		}

@@ -168,7 +168,7 @@ func serve(ctx context.Context, cfg config.Config, out, errOut io.Writer) error 
 	if err != nil {
 		return err
 	}
-	so := &store.StateOptions{DataDir: cfg.Data,
+	so := &store.StateOptions{DataDir: cfg.Data, Logger: logger,
 		RateLimit: pgratelimit.Rate{PerSecond: cfg.RateLimit.PerSecond, Burst: cfg.RateLimit.Burst}}
 	if loc.Kind == store.KindPostgres {
 		// Replicas recognise their own claims by name; a gateway alone on
@@ -294,7 +294,7 @@ func serve(ctx context.Context, cfg config.Config, out, errOut io.Writer) error 
 	if err != nil {
 		return err
 	}
-	inbox, err := httpapi.NewInbox(httpapi.InboxOptions{Gateway: gw, MaxBody: cfg.MaxBody, Metadata: mdJSON, JWKS: jwks, PublicURL: cfg.PublicURL,
+	inbox, err := httpapi.NewInbox(httpapi.InboxOptions{Gateway: gw, Logger: logger, MaxBody: cfg.MaxBody, Metadata: mdJSON, JWKS: jwks, PublicURL: cfg.PublicURL,
 		Ready: func(ctx context.Context) error { _, err := st.EventsAfter(ctx, aais.MaxSequence, 1); return err }, Limits: limits})
 	if err != nil {
 		return err

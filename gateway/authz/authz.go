@@ -165,7 +165,7 @@ type Config struct {
 	// AcceptAnyJTI accepts any non-empty token jti instead of requiring a
 	// UUID v4 (for authorization servers that use other formats).
 	AcceptAnyJTI bool
-	// Logger receives why a token was refused (slog.Default when nil).
+	// Logger receives why a token was refused (nothing is logged when nil).
 	Logger *slog.Logger
 }
 
@@ -243,7 +243,7 @@ func NewAuthorizer(cfg Config) (*Authorizer, error) {
 		a.replay = NewMemoryReplaySet(cfg.ReplayCapacity, a.clock.Now)
 	}
 	if a.log == nil {
-		a.log = slog.Default()
+		a.log = slog.New(slog.DiscardHandler)
 	}
 	return a, nil
 }

@@ -111,8 +111,8 @@ type Options struct {
 	// PruneMaxBatches bounds the batches of one pruning run; zero means
 	// DefaultPruneMaxBatches.
 	PruneMaxBatches int
-	// Logger receives background pruning failures; nil means
-	// slog.Default().
+	// Logger receives background pruning failures (nothing is logged
+	// when nil).
 	Logger *slog.Logger
 }
 
@@ -189,7 +189,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, rate Rate, o *Options) (*Limit
 		return nil, err
 	}
 	if l.log == nil {
-		l.log = slog.Default()
+		l.log = slog.New(slog.DiscardHandler)
 	}
 	if pr.Every == 0 {
 		pr.Every = DefaultPruneInterval

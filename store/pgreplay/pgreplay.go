@@ -134,8 +134,8 @@ type Options struct {
 	// PruneMaxBatches bounds the batches of one pruning run; zero means
 	// DefaultPruneMaxBatches.
 	PruneMaxBatches int
-	// Logger receives background pruning failures; nil means
-	// slog.Default().
+	// Logger receives background pruning failures (nothing is logged
+	// when nil).
 	Logger *slog.Logger
 }
 
@@ -203,7 +203,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, o *Options) (*Set, error) {
 		s.now = time.Now
 	}
 	if s.log == nil {
-		s.log = slog.Default()
+		s.log = slog.New(slog.DiscardHandler)
 	}
 	if pr.Every == 0 {
 		pr.Every = DefaultPruneInterval
