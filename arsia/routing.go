@@ -15,6 +15,9 @@
 // ParseRateLimitHeaders the X-RateLimit-* and Retry-After headers and
 // ResolvePriority the routing priority. Every time-dependent function takes
 // now; none reads the clock.
+//
+// Today only the ARSIA conformance run uses the routing functions: custos
+// serve delivers to its own handlers and does not relay as a broker yet.
 package arsia
 
 import (

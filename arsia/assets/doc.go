@@ -68,4 +68,11 @@
 // Nothing in this package reads the clock: every time-dependent check
 // takes the current time from its caller. Validators never panic and fail
 // closed: what cannot be verified is reported as a problem.
+//
+// # Where Custos uses it
+//
+// Today only the ARSIA conformance run (package conformance, custos
+// conformance arsia) uses this package: custos serve does not serve asset transfers
+// yet. It is a complete library of the module, checked against the
+// upstream suite, waiting for the gateway to offer it.
 package assets

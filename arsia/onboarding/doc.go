@@ -66,4 +66,11 @@
 // unknown classification is refused, and an inconsistent decision input
 // is an error. Every error wraps one of the sentinels (ErrInvalidPolicy,
 // ErrProfileRequired, ErrPhaseOrder, ...).
+//
+// # Where Custos uses it
+//
+// Today only the ARSIA conformance run (package conformance, custos
+// conformance arsia) uses this package: custos serve does not serve onboarding
+// yet. It is a complete library of the module, checked against the
+// upstream suite, waiting for the gateway to offer it.
 package onboarding

@@ -67,4 +67,11 @@
 // builds the record from the operation's envelope, hashing the payload
 // (PayloadHash) and never copying the value. The profiles and the common
 // audit members come from package compliance.
+//
+// # Where Custos uses it
+//
+// Today only the ARSIA conformance run (package conformance, custos
+// conformance arsia) uses this package: custos serve does not serve the state service
+// yet. It is a complete library of the module, checked against the
+// upstream suite, waiting for the gateway to offer it.
 package state
