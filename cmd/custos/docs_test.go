@@ -17,7 +17,10 @@ const repoRoot = "../.."
 // docFiles are README.md and every Markdown file under docs/.
 func docFiles(t *testing.T) []string {
 	t.Helper()
-	files := []string{filepath.Join(repoRoot, "README.md")}
+	var files []string
+	for _, f := range []string{"README.md", "CONTRIBUTING.md", "SECURITY.md", "CHANGELOG.md"} {
+		files = append(files, filepath.Join(repoRoot, f))
+	}
 	err := filepath.WalkDir(filepath.Join(repoRoot, "docs"), func(p string, d os.DirEntry, err error) error {
 		if err == nil && !d.IsDir() && strings.HasSuffix(p, ".md") {
 			files = append(files, p)
