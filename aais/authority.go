@@ -89,6 +89,11 @@ const RuleExtension = "custos.dev/rule"
 // (CancelOwned ending a session).
 var RuntimeActor = Actor{ID: "custos.runtime", Type: ActorPolicy, AuthenticatedBy: "authority"}
 
+// RulesActor is the actor recorded for a request a remembered rule
+// approved (its resolution carries RuleExtension): no person decided it
+// then, a rule a person made earlier did.
+var RulesActor = Actor{ID: "custos.rules", Type: ActorPolicy, AuthenticatedBy: "authority"}
+
 // Authority is the side of AAIS that may execute: it records requests,
 // turns decisions into receipts and keeps exactly one resolution per
 // request. All state lives in its Store; an Authority is safe for

@@ -38,6 +38,9 @@ const (
 	// KindOversightTimeout: a required human review did not happen in time
 	// (compliance.CheckOversightTimeout).
 	KindOversightTimeout Kind = "oversight_timeout"
+	// KindReview: a reviewer's verdict on an action that ran before its
+	// required review (post-execution oversight); Outcome is the verdict.
+	KindReview Kind = "review"
 	// KindResponse: a response envelope was sent back.
 	KindResponse Kind = "response"
 	// KindPurge: written by Log.Purge after it redacted expired records;

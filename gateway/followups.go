@@ -14,10 +14,6 @@ import (
 	"github.com/custos-runtime/custos/gateway/exchange"
 )
 
-// kindReview is the audit record of a reviewer's verdict on an executed
-// action.
-const kindReview audit.Kind = "review"
-
 // housekeeping raises the oversight timeouts of overdue reviews and purges
 // expired idempotency keys.
 func (g *Gateway) housekeeping(ctx context.Context) error {
@@ -83,7 +79,7 @@ func (g *Gateway) CompleteReview(ctx context.Context, exchangeID string, reviewe
 	if err != nil {
 		return r, err
 	}
-	rec := audit.Record{Kind: kindReview, MessageID: x.MessageID, Sender: x.Sender, Recipient: g.o.Agent,
+	rec := audit.Record{Kind: audit.KindReview, MessageID: x.MessageID, Sender: x.Sender, Recipient: g.o.Agent,
 		Capability: x.Capability, Profile: r.Profile, Oversight: r.Mode, Actor: reviewer, Outcome: string(v), TraceID: x.TraceID,
 		ASCCode: int(asc.Success), Details: map[string]any{"exchange_id": exchangeID, "late": r.TimedOut}}
 	if justification != "" {

@@ -700,7 +700,7 @@ func TestPipelinePostExecutionReview(t *testing.T) {
 			if done.Reviewer != "bob" || done.Verdict != exchange.Accepted || !done.TimedOut || done.Open() {
 				t.Errorf("completed review: %+v", done)
 			}
-			revs := r.recordsOf(t, kindReview, id)
+			revs := r.recordsOf(t, audit.KindReview, id)
 			if len(revs) != 1 {
 				t.Fatalf("%d review records, want 1", len(revs))
 			}
@@ -713,7 +713,7 @@ func TestPipelinePostExecutionReview(t *testing.T) {
 			if _, err := r.g.CompleteReview(ctx, rep.ExchangeID, carol, exchange.Flagged, "no"); !errors.Is(err, ErrReviewed) {
 				t.Errorf("second reviewer: %v, want ErrReviewed", err)
 			}
-			if n := len(r.recordsOf(t, kindReview, id)); n != 1 {
+			if n := len(r.recordsOf(t, audit.KindReview, id)); n != 1 {
 				t.Errorf("%d review records after a refused second verdict", n)
 			}
 			// The same verdict again is a retry, not an error.
@@ -1450,7 +1450,7 @@ func TestPipelineTraceOnFollowUpRecords(t *testing.T) {
 	if _, err := r.g.CompleteReview(t.Context(), rep.ExchangeID, audit.Actor{ID: "bob", Type: audit.ActorHuman}, exchange.Accepted, ""); err != nil {
 		t.Fatal(err)
 	}
-	for _, kind := range []audit.Kind{audit.KindReceived, audit.KindExecution, audit.KindOversightTimeout, kindReview} {
+	for _, kind := range []audit.Kind{audit.KindReceived, audit.KindExecution, audit.KindOversightTimeout, audit.KindReview} {
 		recs := r.recordsOf(t, kind, id)
 		if len(recs) != 1 {
 			t.Errorf("%d %s records", len(recs), kind)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/custos-runtime/custos/aais"
 	"github.com/custos-runtime/custos/arsia"
+	"github.com/custos-runtime/custos/arsia/compliance"
 	"github.com/custos-runtime/custos/gateway/exchange"
 	"github.com/custos-runtime/custos/gateway/handler"
 )
@@ -175,7 +176,7 @@ func (g *Gateway) advanced(ctx context.Context, x exchange.Exchange, req *aais.R
 		// sender waits for the answer).
 		if sw.recorded {
 			return g.execute(ctx, x, in.h, in.call, in.digest, exchange.Received,
-				execMeta{Oversight: "required_before_execution", Profile: in.profile, ApprovalID: req.ID, Effective: in.effective})
+				execMeta{Oversight: string(compliance.OversightRequiredBeforeExecution), Profile: in.profile, ApprovalID: req.ID, Effective: in.effective})
 		}
 		if err := g.auditApproval(ctx, in.call, in.profile, req.ID, sw.sub.Receipt); err != nil {
 			rep := g.internal(ctx, x.Sender, x.MessageID, now, err)
@@ -183,7 +184,7 @@ func (g *Gateway) advanced(ctx context.Context, x exchange.Exchange, req *aais.R
 			return rep
 		}
 		return g.execute(ctx, x, in.h, in.call, in.digest, exchange.Received,
-			execMeta{Oversight: "required_before_execution", Profile: in.profile, ApprovalID: req.ID, Effective: in.effective})
+			execMeta{Oversight: string(compliance.OversightRequiredBeforeExecution), Profile: in.profile, ApprovalID: req.ID, Effective: in.effective})
 	}
 	if !sw.ok {
 		// Moved meanwhile by a retry or reconcile: answer what it

@@ -193,7 +193,7 @@ func (g *Gateway) auditApproval(ctx context.Context, call handler.Call, profile,
 	res := receipt.Resolution
 	g.metrics.inc("custos_approvals_total", string(res.Outcome))
 	rec := audit.Record{Kind: audit.KindApproval, MessageID: call.MessageID, Sender: call.From, Recipient: g.o.Agent,
-		Capability: call.Capability, Profile: profile, Oversight: "required_before_execution", RequestID: requestID, ResolutionID: res.ID,
+		Capability: call.Capability, Profile: profile, Oversight: string(compliance.OversightRequiredBeforeExecution), RequestID: requestID, ResolutionID: res.ID,
 		Outcome: string(res.Outcome), TraceID: call.TraceID}
 	if res.Outcome == aais.OutcomeApproved {
 		rec.ASCCode = int(asc.Success)
@@ -201,15 +201,15 @@ func (g *Gateway) auditApproval(ctx context.Context, call handler.Call, profile,
 		rec.ASCCode = int(asc.PermissionDenied)
 	}
 	if actor, words, ok := aais.DecidedBy(res); ok {
-		rec.Actor = audit.Actor{ID: actor.ID, Type: string(actor.Type), AuthenticatedBy: actor.AuthenticatedBy}
+		rec.Actor = auditActor(actor)
 		if words != "" {
 			rec.Details = map[string]any{"justification": words}
 		}
 	} else if rule, ok := res.Extensions[aais.RuleExtension]; ok {
-		rec.Actor = audit.Actor{ID: "custos.rules", Type: string(aais.ActorPolicy), AuthenticatedBy: "authority"}
+		rec.Actor = auditActor(aais.RulesActor)
 		rec.Details = map[string]any{"rule": json.RawMessage(rule)}
 	} else {
-		rec.Actor = audit.Actor{ID: aais.RuntimeActor.ID, Type: string(aais.RuntimeActor.Type), AuthenticatedBy: aais.RuntimeActor.AuthenticatedBy}
+		rec.Actor = auditActor(aais.RuntimeActor)
 	}
 	_, err := g.o.Audit.Append(ctx, rec)
 	return err
@@ -417,7 +417,7 @@ func (g *Gateway) resumeOne(ctx context.Context, id string) error {
 		}
 		return nil
 	}
-	rep := g.execute(xctx, x, h, call, req.ActionDigest, exchange.Approved, execMeta{Oversight: "required_before_execution", Profile: ref.Profile, ApprovalID: req.ID, Effective: ref.Effective, Waited: true,
+	rep := g.execute(xctx, x, h, call, req.ActionDigest, exchange.Approved, execMeta{Oversight: string(compliance.OversightRequiredBeforeExecution), Profile: ref.Profile, ApprovalID: req.ID, Effective: ref.Effective, Waited: true,
 		Details: editDetails(edits, call)})
 	if g.tracer != nil {
 		setStatus(trace.SpanFromContext(xctx), replyStatus(rep))
@@ -741,7 +741,21 @@ func (g *Gateway) deliveries(sender string, env json.RawMessage) []exchange.Deli
 // how the approval of its request ended: approved, or denied (a denial,
 // an expiry, a cancellation, a stale action), with who decided and why.
 func (g *Gateway) decisionEnvelope(ctx context.Context, x exchange.Exchange, receipt *aais.Message) (json.RawMessage, error) {
-	res := receipt.Resolution
+	return g.signDecision(ctx, x, approvalDecision(receipt.Resolution))
+}
+
+func (g *Gateway) signDecision(ctx context.Context, x exchange.Exchange, d arsia.ApprovalDecision) (json.RawMessage, error) {
+	return g.sign(arsia.NewApprovalDecision(g.o.Agent, x.Sender, x.MessageID, d, nil, g.build(ctx, g.o.Now())))
+}
+
+// auditActor is the audit record's actor for an AAIS actor.
+func auditActor(a aais.Actor) audit.Actor {
+	return audit.Actor{ID: a.ID, Type: string(a.Type), AuthenticatedBy: a.AuthenticatedBy}
+}
+
+// approvalDecision is the approval_decision of res: approved or denied,
+// by whom (the reviewer, a remembered rule, or the runtime) and why.
+func approvalDecision(res *aais.Resolution) arsia.ApprovalDecision {
 	d := arsia.ApprovalDecision{Decision: arsia.DecisionDenied, ApproverID: aais.RuntimeActor.ID}
 	if res.Outcome == aais.OutcomeApproved {
 		d.Decision = arsia.DecisionApproved
@@ -753,7 +767,7 @@ func (g *Gateway) decisionEnvelope(ctx context.Context, x exchange.Exchange, rec
 			reason = words
 		}
 	} else if _, ok := res.Extensions[aais.RuleExtension]; ok {
-		d.ApproverID = "custos.rules"
+		d.ApproverID = aais.RulesActor.ID
 	}
 	if res.Outcome != aais.OutcomeApproved && res.Outcome != aais.OutcomeDenied {
 		reason = string(res.Outcome) + ": " + reason
@@ -762,7 +776,7 @@ func (g *Gateway) decisionEnvelope(ctx context.Context, x exchange.Exchange, rec
 		reason = string(r[:511]) + "…"
 	}
 	d.Reason = reason
-	return g.sign(arsia.NewApprovalDecision(g.o.Agent, x.Sender, x.MessageID, d, nil, g.build(ctx, g.o.Now())))
+	return d
 }
 
 // abandon ends an exchange nothing ran for, after a failure of the gateway

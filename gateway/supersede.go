@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 
 	"github.com/custos-runtime/custos/aais"
-	"github.com/custos-runtime/custos/arsia"
+	"github.com/custos-runtime/custos/arsia/compliance"
 	"github.com/custos-runtime/custos/asc"
 	"github.com/custos-runtime/custos/audit"
 	"github.com/custos-runtime/custos/gateway/exchange"
@@ -78,9 +78,9 @@ func (g *Gateway) auditEdits(ctx context.Context, call handler.Call, profile str
 		}
 		a := e.ref.ProposedBy
 		rec := audit.Record{Kind: audit.KindApproval, MessageID: call.MessageID, Sender: call.From, Recipient: g.o.Agent,
-			Capability: call.Capability, Profile: profile, Oversight: "required_before_execution", RequestID: e.from.ID,
+			Capability: call.Capability, Profile: profile, Oversight: string(compliance.OversightRequiredBeforeExecution), RequestID: e.from.ID,
 			ResolutionID: e.receipt.Resolution.ID, Outcome: OutcomeSuperseded, ASCCode: int(asc.Cancelled), TraceID: call.TraceID,
-			Actor:   audit.Actor{ID: a.ID, Type: string(a.Type), AuthenticatedBy: a.AuthenticatedBy},
+			Actor:   auditActor(a),
 			Details: details}
 		if _, err := g.o.Audit.Append(ctx, rec); err != nil {
 			return err
@@ -106,21 +106,9 @@ func (g *Gateway) editedDecisionEnvelope(ctx context.Context, x exchange.Exchang
 	if res.Outcome != aais.OutcomeApproved || len(edits) == 0 {
 		return g.decisionEnvelope(ctx, x, receipt)
 	}
-	d := arsia.ApprovalDecision{Decision: arsia.DecisionApproved, ApproverID: aais.RuntimeActor.ID, Conditions: editConditions(edits)}
-	reason := res.Message
-	if actor, words, ok := aais.DecidedBy(res); ok {
-		d.ApproverID = actor.ID
-		if words != "" {
-			reason = words
-		}
-	} else if _, ok := res.Extensions[aais.RuleExtension]; ok {
-		d.ApproverID = "custos.rules"
-	}
-	if r := []rune(reason); len(r) > 512 {
-		reason = string(r[:511]) + "…"
-	}
-	d.Reason = reason
-	return g.sign(arsia.NewApprovalDecision(g.o.Agent, x.Sender, x.MessageID, d, nil, g.build(ctx, g.o.Now())))
+	d := approvalDecision(res)
+	d.Conditions = editConditions(edits)
+	return g.signDecision(ctx, x, d)
 }
 
 // editDetails are the execution record's details of an edited call.
