@@ -42,7 +42,7 @@ func ExchangeOfApproval(requestID string) (string, bool) {
 // records with the exchange and advance submits.
 func (g *Gateway) approvalRequest(x exchange.Exchange, call handler.Call, desc handler.Descriptor,
 	action json.RawMessage, profile string, effective []string, spanID string, now time.Time) (json.RawMessage, *aais.Request, error) {
-	ext, err := json.Marshal(exchangeRef{ExchangeID: x.ID, Sender: call.From, MessageID: call.MessageID,
+	ext, err := json.Marshal(ExchangeRef{ExchangeID: x.ID, Sender: call.From, MessageID: call.MessageID,
 		PayloadType: call.PayloadType, TraceID: call.TraceID, SpanID: spanID, Profile: profile, IdempotencyKey: call.IdempotencyKey, Effective: effective,
 		Explain: call.ExplanationRequired})
 	if err != nil {

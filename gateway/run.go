@@ -25,8 +25,11 @@ import (
 // approval belongs to, with what the call needs besides the action.
 const ExchangeExtension = "custos.dev/exchange"
 
-// exchangeRef is the value of ExchangeExtension.
-type exchangeRef struct {
+// ExchangeRef is the value of ExchangeExtension: what the gateway needs
+// to resume the call once the approval is resolved, and what the reviewer
+// surfaces read of it (the profile for roles, the sender for separation of
+// duties).
+type ExchangeRef struct {
 	ExchangeID  string `json:"exchange_id"`
 	Sender      string `json:"sender"`
 	MessageID   string `json:"message_id"`
@@ -43,6 +46,18 @@ type exchangeRef struct {
 	// Explain: the request's effective profile requires an explanation
 	// with the result (handler.Call.ExplanationRequired).
 	Explain bool `json:"explanation_required,omitempty"`
+}
+
+// ExchangeRefOf reads the ExchangeExtension of req; false when req has none
+// or it is not an object of this shape (a request the gateway did not
+// make).
+func ExchangeRefOf(req *aais.Request) (ExchangeRef, bool) {
+	var ref ExchangeRef
+	raw, ok := req.Extensions[ExchangeExtension]
+	if !ok || json.Unmarshal(raw, &ref) != nil {
+		return ExchangeRef{}, false
+	}
+	return ref, true
 }
 
 // execute claims the exchange (from state from; from executing means the
@@ -342,8 +357,8 @@ func (g *Gateway) resumeOne(ctx context.Context, id string) error {
 		return nil
 	}
 	req := st.Request.Event.Request
-	var ref exchangeRef
-	if err := json.Unmarshal(req.Extensions[ExchangeExtension], &ref); err != nil || ref.ExchangeID != x.ID {
+	ref, ok := ExchangeRefOf(req)
+	if !ok || ref.ExchangeID != x.ID {
 		return fmt.Errorf("approval %s does not name exchange %s", req.ID, x.ID)
 	}
 	call := handler.Call{Capability: req.Action.Name(), PayloadType: ref.PayloadType, Args: req.Action.Arguments(),

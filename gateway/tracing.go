@@ -152,7 +152,7 @@ func replyStatus(rep Reply) *asc.Envelope {
 // startResume starts the span of an exchange moved on after its approval
 // was decided: a child of the request's span (recorded in the approval's
 // exchange reference), or a root in its trace.
-func (g *Gateway) startResume(ctx context.Context, ref exchangeRef, exchangeID string) (context.Context, trace.Span) {
+func (g *Gateway) startResume(ctx context.Context, ref ExchangeRef, exchangeID string) (context.Context, trace.Span) {
 	if g.tracer == nil {
 		return ctx, nil
 	}

@@ -11,11 +11,12 @@ import (
 
 	"github.com/custos-runtime/custos/aais"
 	"github.com/custos-runtime/custos/asc"
+	"github.com/custos-runtime/custos/gateway"
 )
 
 // ExchangeExtension is the extension of a gateway's approval request that
-// names its exchange and compliance profile (gateway.ExchangeExtension).
-const ExchangeExtension = "custos.dev/exchange"
+// names its exchange and compliance profile.
+const ExchangeExtension = gateway.ExchangeExtension
 
 // JustificationExtension is the decision extension carrying the reviewer's
 // written justification: a string of 1..2000 characters. The receipt
@@ -101,13 +102,8 @@ type Permission struct {
 // RequestProfile is the compliance profile of a gateway's approval request
 // (its ExchangeExtension's profile), or "" when it names none.
 func RequestProfile(req *aais.Request) string {
-	var ref struct {
-		Profile string `json:"profile"`
-	}
-	if raw, ok := req.Extensions[ExchangeExtension]; ok && json.Unmarshal(raw, &ref) == nil {
-		return ref.Profile
-	}
-	return ""
+	ref, _ := gateway.ExchangeRefOf(req)
+	return ref.Profile
 }
 
 // SubmitterExtension is the extension NewSubmit records on a submitted
@@ -131,9 +127,6 @@ func Submitter(req *aais.Request) (aais.Actor, bool) {
 // agent, the sender of the gateway's exchange, and the caller that
 // submitted it.
 func requesters(req *aais.Request) []string {
-	var ref struct {
-		Sender string `json:"sender"`
-	}
 	var out []string
 	if req.Origin.SessionID != "" {
 		out = append(out, req.Origin.SessionID)
@@ -141,7 +134,7 @@ func requesters(req *aais.Request) []string {
 	if req.Origin.AgentID != "" {
 		out = append(out, req.Origin.AgentID)
 	}
-	if raw, ok := req.Extensions[ExchangeExtension]; ok && json.Unmarshal(raw, &ref) == nil && ref.Sender != "" {
+	if ref, ok := gateway.ExchangeRefOf(req); ok && ref.Sender != "" {
 		out = append(out, ref.Sender)
 	}
 	if sub, ok := Submitter(req); ok {
