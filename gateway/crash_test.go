@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/custos-runtime/custos/aais"
 	"github.com/custos-runtime/custos/arsia"
 	"github.com/custos-runtime/custos/audit"
@@ -18,7 +20,6 @@ import (
 	"github.com/custos-runtime/custos/store/memstore"
 	"github.com/custos-runtime/custos/store/pgexchange"
 	"github.com/custos-runtime/custos/store/sqliteexchange"
-	"github.com/google/uuid"
 )
 
 // The tests of this file break the pipeline the way a crash, a failed

@@ -131,7 +131,11 @@ func (g *Gateway) deliver(ctx context.Context) error {
 		}
 		giveUp := d.Attempts+1 >= maxAttempts
 		wait := min(time.Duration(1<<min(d.Attempts, 20))*time.Second, maxRetryWait)
-		g.metrics.inc("custos_callbacks_total", map[bool]string{true: "given_up", false: "failed"}[giveUp])
+		result := "failed"
+		if giveUp {
+			result = "given_up"
+		}
+		g.metrics.inc("custos_callbacks_total", result)
 		g.o.Logger.WarnContext(ctx, "callback delivery failed", "exchange", d.ExchangeID, "url", d.URL,
 			"attempt", d.Attempts+1, "retry_in", wait, "given_up", giveUp, "err", failure)
 		if err := g.o.Exchanges.DeliveryFailed(ctx, d.Seq, failure.Error(), g.o.Now().Add(wait), giveUp); err != nil {

@@ -1271,7 +1271,7 @@ func TestPipelineSessionRule(t *testing.T) {
 
 	rep2, id2 := r.send(t, req{compliance: profile("EU-AI-ACT-HIGH-RISK"), args: map[string]any{"text": "again"}}, "")
 	if rep2.Status != 200 {
-		// run.go askApproval moves the exchange received -> approved, a
+		// A rule-approved submission (oversight.go) moving the exchange received -> approved, a
 		// transition the exchange state machine lacks.
 		x2, _ := r.xs.BySender(ctx, pipeSender, id2)
 		t.Fatalf("BUG: a call a session rule approves fails: %d %v (exchange left %s, AAIS request approved)",

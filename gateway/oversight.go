@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/custos-runtime/custos/aais"
@@ -13,29 +12,6 @@ import (
 	"github.com/custos-runtime/custos/gateway/exchange"
 	"github.com/custos-runtime/custos/gateway/handler"
 )
-
-// The exchange an approval belongs to is named by the approval's id: the
-// gateway names the approval of exc_X apr_X, and a request a reviewer's
-// edit made of it apr_X-eN (supersede.go).
-
-// ApprovalOf is the id of the approval of exchange id.
-func ApprovalOf(exchangeID string) string { return "apr_" + strings.TrimPrefix(exchangeID, "exc_") }
-
-// ExchangeOfApproval is the exchange id an approval request id belongs to,
-// false when it is not one of the gateway's.
-func ExchangeOfApproval(requestID string) (string, bool) {
-	rest, ok := strings.CutPrefix(requestID, "apr_")
-	if !ok {
-		return "", false
-	}
-	if i := strings.Index(rest, "-e"); i >= 0 {
-		rest = rest[:i]
-	}
-	if rest == "" {
-		return "", false
-	}
-	return "exc_" + rest, true
-}
 
 // approvalRequest builds the AAIS request for exactly the call that would
 // run, and the JSON of an AAIS request message holding it: what Create
@@ -295,4 +271,16 @@ func riskOf(level aais.RiskLevel) int {
 		return 4
 	}
 	return 2
+}
+
+// reviewDue is the deadline of the review an oversight mode demands after
+// execution; ok is false when it demands none.
+func (g *Gateway) reviewDue(mode string, now time.Time) (time.Time, bool) {
+	switch compliance.Oversight(mode) {
+	case compliance.OversightRequiredPostExecution:
+		return now.Add(g.o.ReviewWithin), true
+	case compliance.OversightRequiredWithin24h:
+		return now.Add(min(g.o.ReviewWithin, 24*time.Hour)), true
+	}
+	return time.Time{}, false
 }
