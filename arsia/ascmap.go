@@ -348,18 +348,14 @@ func FromASC(env asc.Envelope) *Error {
 	if !ok {
 		row = classOutcome(code)
 	}
-	status := map[string]any{"code": int(code)}
 	label := "ASC " + strconv.Itoa(int(code))
 	if name := code.Name(); name != "" {
-		status["name"] = name
 		label += " " + name
 	}
-	details := map[string]any{"agent_status": status}
-	if r := retryDetails(env.Retry, row.noResult); r != nil {
-		status["retry"] = r
-		if ms, ok := r["after_ms"].(int64); ok {
-			details["retry_after_seconds"] = (ms + 999) / 1000
-		}
+	status := AgentStatus{Code: code, Retry: retryOf(env.Retry, row.noResult)}
+	details := map[string]any{"agent_status": status.Value()}
+	if r := status.Retry; r != nil && r.AfterMS > 0 {
+		details["retry_after_seconds"] = (min(r.AfterMS, maxRetryAfterMS) + 999) / 1000
 	}
 	if row.wire == CodeNotImplemented {
 		details["supported_versions"] = SupportedVersions().Details()
@@ -371,29 +367,85 @@ func FromASC(env asc.Envelope) *Error {
 	}
 }
 
-// retryDetails reduces an ASC retry contract to what FromASC passes on, or
-// nil when there is none to pass.
-func retryDetails(r *asc.Retry, noResult bool) map[string]any {
+// AgentStatus is the ASC status an ARSIA error carries as
+// details.agent_status: what happened in ASC's words, for a sender that
+// acts on status codes rather than on ARSIA's.
+type AgentStatus struct {
+	Code asc.Code
+	// Retry is the retry contract passed on (nil for none).
+	Retry *asc.Retry
+	// Provenance says who reported the status (nil for nobody named).
+	Provenance *asc.Provenance
+}
+
+// Value is s as error details hold it,
+//
+//	{code, name (registered codes), retry?, provenance?}
+//
+// with retry reduced to retryable, safe, after_ms (at most a day) and
+// side_effect_state, and never safe when side effects are possible or
+// unknown; provenance has the members of an ASC provenance that are set.
+func (s AgentStatus) Value() map[string]any {
+	v := map[string]any{"code": int(s.Code)}
+	if name := s.Code.Name(); name != "" {
+		v["name"] = name
+	}
+	if r := s.Retry; r != nil {
+		out := map[string]any{"retryable": r.Retryable, "safe": r.Safe}
+		switch r.SideEffectState {
+		case asc.SideEffectNone, asc.SideEffectConfirmed:
+			out["side_effect_state"] = string(r.SideEffectState)
+		case asc.SideEffectPossible, asc.SideEffectUnknown:
+			out["side_effect_state"] = string(r.SideEffectState)
+			out["safe"] = false
+		}
+		if r.AfterMS > 0 {
+			out["after_ms"] = min(r.AfterMS, maxRetryAfterMS)
+		}
+		v["retry"] = out
+	}
+	if p := s.Provenance; p != nil {
+		out := map[string]any{}
+		for _, m := range [...]struct{ name, value string }{
+			{"run_id", p.RunID}, {"step_id", p.StepID}, {"agent_id", p.AgentID}, {"tool_call_id", p.ToolCallID},
+			{"provider_code", p.ProviderCode}, {"trace_id", p.TraceID}, {"span_id", p.SpanID},
+			{"policy_id", p.PolicyID}, {"evaluator_id", p.EvaluatorID},
+		} {
+			if m.value != "" {
+				out[m.name] = m.value
+			}
+		}
+		v["provenance"] = out
+	}
+	return v
+}
+
+// SetProvenance records who reports e's ASC status
+// (details.agent_status.provenance). An error without an agent_status yet
+// gets the one its code maps to (AsASC).
+func (e *Error) SetProvenance(p asc.Provenance) {
+	if e.Details == nil {
+		e.Details = map[string]any{}
+	}
+	st, _ := e.Details["agent_status"].(map[string]any)
+	if st == nil {
+		st = AgentStatus{Code: e.AsASC().Code()}.Value()
+		e.Details["agent_status"] = st
+	}
+	st["provenance"] = AgentStatus{Provenance: &p}.Value()["provenance"]
+}
+
+// retryOf is the retry contract FromASC passes on, or nil when there is
+// none to pass: a status that says nothing final about the action
+// (noResult) is never retryable and its side effects are unknown (or
+// possible, when the contract said so).
+func retryOf(r *asc.Retry, noResult bool) *asc.Retry {
 	if noResult {
 		state := asc.SideEffectUnknown
 		if r != nil && r.SideEffectState == asc.SideEffectPossible {
 			state = asc.SideEffectPossible
 		}
-		return map[string]any{"retryable": false, "safe": false, "side_effect_state": string(state)}
+		return &asc.Retry{SideEffectState: state}
 	}
-	if r == nil {
-		return nil
-	}
-	out := map[string]any{"retryable": r.Retryable, "safe": r.Safe}
-	switch r.SideEffectState {
-	case asc.SideEffectNone, asc.SideEffectConfirmed:
-		out["side_effect_state"] = string(r.SideEffectState)
-	case asc.SideEffectPossible, asc.SideEffectUnknown:
-		out["side_effect_state"] = string(r.SideEffectState)
-		out["safe"] = false
-	}
-	if r.AfterMS > 0 {
-		out["after_ms"] = min(r.AfterMS, maxRetryAfterMS)
-	}
-	return out
+	return r
 }

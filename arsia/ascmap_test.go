@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/custos-runtime/custos/asc"
+	"github.com/custos-runtime/custos/jcs"
 )
 
 func statusOf(code asc.Code, retry *asc.Retry) asc.Envelope {
@@ -190,5 +191,41 @@ func TestFromASCCopiesNoText(t *testing.T) {
 		if strings.Contains(string(b), bad) {
 			t.Errorf("%q copied into %s", bad, b)
 		}
+	}
+}
+
+func TestAgentStatusValue(t *testing.T) {
+	for name, tc := range map[string]struct {
+		s    AgentStatus
+		want string
+	}{
+		"code only":     {AgentStatus{Code: asc.PermissionDenied}, `{"code":4002,"name":"PERMISSION_DENIED"}`},
+		"unregistered":  {AgentStatus{Code: 4999}, `{"code":4999}`},
+		"possible side": {AgentStatus{Code: asc.Timeout, Retry: &asc.Retry{Retryable: true, Safe: true, SideEffectState: asc.SideEffectPossible, AfterMS: 1500}}, `{"code":5004,"name":"TIMEOUT","retry":{"after_ms":1500,"retryable":true,"safe":false,"side_effect_state":"possible"}}`},
+		"capped delay":  {AgentStatus{Code: asc.RateLimited, Retry: &asc.Retry{Retryable: true, Safe: true, AfterMS: 1 << 40}}, `{"code":5001,"name":"RATE_LIMITED","retry":{"after_ms":86400000,"retryable":true,"safe":true}}`},
+		"provenance":    {AgentStatus{Code: asc.Cancelled, Provenance: &asc.Provenance{AgentID: "agent:acme.gw", TraceID: "t1"}}, `{"code":3004,"name":"CANCELLED","provenance":{"agent_id":"agent:acme.gw","trace_id":"t1"}}`},
+	} {
+		got, err := jcs.CanonicalizeValue(tc.s.Value())
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if string(got) != tc.want {
+			t.Errorf("%s: %s\nwant %s", name, got, tc.want)
+		}
+	}
+}
+
+func TestSetProvenanceKeepsTheStatus(t *testing.T) {
+	e := FromASC(*asc.New(asc.ResultStateUnknown, asc.ScopeTask, true, time.Unix(0, 0)))
+	e.SetProvenance(asc.Provenance{AgentID: "agent:acme.gw"})
+	st := e.Details["agent_status"].(map[string]any)
+	if st["code"] != int(asc.ResultStateUnknown) || st["retry"] == nil || st["provenance"].(map[string]any)["agent_id"] != "agent:acme.gw" {
+		t.Fatalf("agent_status = %v", st)
+	}
+	bare := &Error{Code: CodeForbidden}
+	bare.SetProvenance(asc.Provenance{AgentID: "agent:acme.gw", TraceID: "abc"})
+	st = bare.Details["agent_status"].(map[string]any)
+	if st["code"] != int(bare.AsASC().Code()) || st["provenance"].(map[string]any)["trace_id"] != "abc" {
+		t.Fatalf("agent_status of a bare error = %v", st)
 	}
 }

@@ -230,7 +230,7 @@ func (g *Gateway) refuse(ctx context.Context, x exchange.Exchange, call handler.
 	}
 	e := &arsia.Error{Code: arsia.CodeForbidden, Description: "The action was not approved: " + string(res.Outcome) + ".",
 		Details: map[string]any{"reason": "approval_" + string(res.Outcome), "approval_request_id": res.RequestID,
-			"resolution_id": res.ID, "agent_status": map[string]any{"code": int(code)}}}
+			"resolution_id": res.ID, "agent_status": arsia.AgentStatus{Code: code}.Value()}}
 	if g.tracer != nil {
 		setStatus(trace.SpanFromContext(ctx), asc.New(code, asc.ScopeTask, true, now))
 	}

@@ -139,19 +139,7 @@ func (g *Gateway) buildTTL(ctx context.Context, now time.Time, ttl time.Duration
 // (details.agent_status): its code, unless already set, and the
 // provenance — this gateway and the request's trace.
 func (g *Gateway) agentStatus(ctx context.Context, e *arsia.Error) {
-	if e.Details == nil {
-		e.Details = map[string]any{}
-	}
-	st, _ := e.Details["agent_status"].(map[string]any)
-	if st == nil {
-		st = map[string]any{"code": int(e.AsASC().Code())}
-		e.Details["agent_status"] = st
-	}
-	prov := map[string]any{"agent_id": g.o.Agent}
-	if t := traceOf(ctx); t != "" {
-		prov["trace_id"] = t
-	}
-	st["provenance"] = prov
+	e.SetProvenance(asc.Provenance{AgentID: g.o.Agent, TraceID: traceOf(ctx)})
 }
 
 // signError signs an ARSIA error to the sender, with its ASC status.
