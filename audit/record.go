@@ -38,6 +38,11 @@ const (
 	// KindOversightTimeout: a required human review did not happen in time
 	// (compliance.CheckOversightTimeout).
 	KindOversightTimeout Kind = "oversight_timeout"
+	// KindEscalation: the runtime followed up on a request or a review
+	// nobody decided in time: a reminder, an escalation to another group
+	// or channel, or the deadline's expiry or denial (package notify's
+	// Escalator; Outcome names the step).
+	KindEscalation Kind = "escalation"
 	// KindResponse: a response envelope was sent back.
 	KindResponse Kind = "response"
 	// KindPurge: written by Log.Purge after it redacted expired records;
