@@ -176,7 +176,9 @@ const stepRetention = 90 * 24 * time.Hour
 type Escalator struct {
 	o         EscalatorOptions
 	log       *slog.Logger
-	channels  map[string]Routed
+	channels map[string]Routed
+
+	purgeMu   sync.Mutex
 	lastPurge time.Time
 }
 
@@ -309,7 +311,7 @@ func (e *Escalator) Run(ctx context.Context, every time.Duration) error {
 }
 
 // Tick takes every step due at the clock's now, once across every
-// escalator sharing the Steps store.
+// escalator sharing the Steps store. It is safe for concurrent use.
 func (e *Escalator) Tick(ctx context.Context) error {
 	now := e.o.Now()
 	var errs []error
@@ -319,14 +321,22 @@ func (e *Escalator) Tick(ctx context.Context) error {
 	if len(e.o.ReviewEscalations) > 0 {
 		errs = append(errs, e.reviews(ctx, now))
 	}
-	if e.lastPurge.IsZero() || now.Sub(e.lastPurge) >= time.Hour {
-		if _, err := e.o.Steps.PurgeSteps(ctx, now.Add(-stepRetention)); err != nil {
-			errs = append(errs, err)
-		} else {
-			e.lastPurge = now
-		}
-	}
+	errs = append(errs, e.purge(ctx, now))
 	return errors.Join(errs...)
+}
+
+// purge forgets the step markers older than stepRetention, once an hour.
+func (e *Escalator) purge(ctx context.Context, now time.Time) error {
+	e.purgeMu.Lock()
+	defer e.purgeMu.Unlock()
+	if !e.lastPurge.IsZero() && now.Sub(e.lastPurge) < time.Hour {
+		return nil
+	}
+	if _, err := e.o.Steps.PurgeSteps(ctx, now.Add(-stepRetention)); err != nil {
+		return err
+	}
+	e.lastPurge = now
+	return nil
 }
 
 // requests takes the due steps of the pending requests.

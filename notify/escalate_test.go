@@ -148,7 +148,13 @@ func (w *escWorld) OverdueReviews(_ context.Context, now time.Time) ([]OverdueRe
 // escalator is one process's escalator on the world's state.
 func (w *escWorld) escalator(reviews ...ReviewEscalation) *Escalator {
 	w.t.Helper()
-	e, err := NewEscalator(EscalatorOptions{Approvals: w.auth, Steps: w.steps, Audit: w.audit, Reviews: w,
+	return w.escalatorOn(w.steps, reviews...)
+}
+
+// escalatorOn is an escalator whose step markers are kept in steps.
+func (w *escWorld) escalatorOn(steps Steps, reviews ...ReviewEscalation) *Escalator {
+	w.t.Helper()
+	e, err := NewEscalator(EscalatorOptions{Approvals: w.auth, Steps: steps, Audit: w.audit, Reviews: w,
 		Channels: []Routed{
 			{Channel: w.first},
 			// Covers nothing by itself: it hears only of escalations.
