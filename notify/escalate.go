@@ -174,8 +174,8 @@ const stepRetention = 90 * 24 * time.Hour
 // taken, so it is taken once; a step due while no process ran is taken
 // by the next Tick.
 type Escalator struct {
-	o         EscalatorOptions
-	log       *slog.Logger
+	o        EscalatorOptions
+	log      *slog.Logger
 	channels map[string]Routed
 
 	purgeMu   sync.Mutex
