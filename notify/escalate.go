@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -81,7 +80,7 @@ type OverdueReview struct {
 	// RequestID is the approval request of the exchange, "" when it had
 	// none; the follow-up's AAIS activity message is about it.
 	RequestID string `json:"request_id,omitempty"`
-	// InboxURL opens the reviews in the inbox.
+	// InboxURL opens the inbox (the Escalator's Inbox when empty).
 	InboxURL string `json:"inbox_url,omitempty"`
 }
 
@@ -466,7 +465,7 @@ func (e *Escalator) reviews(ctx context.Context, now time.Time) error {
 	for i := range overdue {
 		r := overdue[i]
 		if r.InboxURL == "" && e.o.Inbox != "" {
-			r.InboxURL = strings.TrimRight(e.o.Inbox, "/") + "/#/reviews/" + url.PathEscape(r.ExchangeID)
+			r.InboxURL = strings.TrimRight(e.o.Inbox, "/") + "/"
 		}
 		n := Notice{Profile: r.Profile, ActionName: r.Capability}
 		idx := slices.IndexFunc(e.o.ReviewEscalations, func(p ReviewEscalation) bool { return p.Route.Matches(n) })
