@@ -127,9 +127,11 @@ type Steps interface {
 	PurgeSteps(ctx context.Context, before time.Time) (int, error)
 }
 
-// Reviews lists the open reviews overdue at now.
+// Reviews lists the open reviews overdue at now, and tells whether one is
+// still open.
 type Reviews interface {
 	OverdueReviews(ctx context.Context, now time.Time) ([]OverdueReview, error)
+	ReviewOpen(ctx context.Context, exchangeID string) (bool, error)
 }
 
 // Recorder appends audit records: an *audit.Log.
@@ -489,6 +491,13 @@ func (e *Escalator) reviewStep(ctx context.Context, now time.Time, p ReviewEscal
 	key := "review/" + r.ExchangeID + "/" + string(step)
 	if ok, err := e.claim(ctx, key, now); err != nil || !ok {
 		return err
+	}
+	// Completed between the list and the claim: nothing to remind of.
+	if open, err := e.o.Reviews.ReviewOpen(ctx, r.ExchangeID); err != nil || !open {
+		if err != nil {
+			return err
+		}
+		return e.o.Steps.StepDone(ctx, key, now)
 	}
 	late := now.Sub(r.DueAt).Round(time.Second)
 	msg := fmt.Sprintf("Reminder: the %s review of %s is %s overdue.", r.Mode, r.Capability, late)

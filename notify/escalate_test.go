@@ -122,6 +122,9 @@ type escWorld struct {
 	second  *fakeChannel // the group escalated to
 	policy  Escalation
 	reviews []OverdueReview
+
+	mu       sync.Mutex
+	reviewed map[string]bool
 }
 
 func newEscWorld(t *testing.T, p Escalation) *escWorld {
@@ -132,7 +135,8 @@ func newEscWorld(t *testing.T, p Escalation) *escWorld {
 	}
 	return &escWorld{t: t, clock: clock, auth: auth, steps: newMemSteps(),
 		audit: &keptAudit{log: audit.New(audit.NewMemory(), nil)},
-		first: &fakeChannel{name: "reviewers"}, second: &fakeChannel{name: "managers"}, policy: p}
+		first: &fakeChannel{name: "reviewers"}, second: &fakeChannel{name: "managers"}, policy: p,
+		reviewed: map[string]bool{}}
 }
 
 func (w *escWorld) OverdueReviews(_ context.Context, now time.Time) ([]OverdueReview, error) {
@@ -143,6 +147,12 @@ func (w *escWorld) OverdueReviews(_ context.Context, now time.Time) ([]OverdueRe
 		}
 	}
 	return out, nil
+}
+
+func (w *escWorld) ReviewOpen(_ context.Context, id string) (bool, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return !w.reviewed[id], nil
 }
 
 // escalator is one process's escalator on the world's state.
@@ -424,6 +434,17 @@ func TestReviewEscalation(t *testing.T) {
 	}
 	if d := w.audit.recs[1].Details; d["exchange_id"] != "exc_1" || d["policy"] != "late-reviews" {
 		t.Fatalf("details = %v", d)
+	}
+	// A review completed (still listed by a lagging list) is not
+	// escalated.
+	w.reviews = append(w.reviews, OverdueReview{ExchangeID: "exc_2", Mode: "post_execution_review", Profile: "DORA",
+		Capability: "payments.send", CreatedAt: t0, DueAt: t0.Add(time.Hour)})
+	w.mu.Lock()
+	w.reviewed["exc_2"] = true
+	w.mu.Unlock()
+	w.tick(e)
+	if len(w.first.ids()) != 1 || len(w.second.ids()) != 1 || len(w.audit.outcomes()) != 2 {
+		t.Fatalf("a completed review was followed up: %v %v", w.first.ids(), w.second.ids())
 	}
 }
 

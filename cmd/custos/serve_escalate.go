@@ -37,6 +37,14 @@ func (o overdueReviews) OverdueReviews(ctx context.Context, now time.Time) ([]no
 	return out, nil
 }
 
+func (o overdueReviews) ReviewOpen(ctx context.Context, exchangeID string) (bool, error) {
+	r, err := o.xs.GetReview(ctx, exchangeID)
+	if err != nil {
+		return false, err
+	}
+	return r.ReviewedAt.IsZero(), nil
+}
+
 // newEscalator builds the escalator of cfg.Notifications' escalations on
 // the notifier's channels; nil when none is configured.
 func newEscalator(cfg config.Config, auth *aais.Authority, state *store.State, rec notify.Recorder, n *notify.Notifier, logger *slog.Logger) (*notify.Escalator, error) {
