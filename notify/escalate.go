@@ -181,6 +181,13 @@ type Escalator struct {
 
 	purgeMu   sync.Mutex
 	lastPurge time.Time
+
+	// taken remembers the steps this escalator found claimed or done, and
+	// when, so that it asks the store again only once a lease has passed:
+	// a request waiting for hours costs one write per step per lease, not
+	// one per pass.
+	takenMu sync.Mutex
+	taken   map[string]time.Time
 }
 
 // NewEscalator checks o and returns an Escalator; Run or Tick drives it.
@@ -191,7 +198,7 @@ func NewEscalator(o EscalatorOptions) (*Escalator, error) {
 	if len(o.ReviewEscalations) > 0 && o.Reviews == nil {
 		return nil, errors.New("notify: review escalations need the reviews")
 	}
-	e := &Escalator{o: o, log: o.Logger, channels: map[string]Routed{}}
+	e := &Escalator{o: o, log: o.Logger, channels: map[string]Routed{}, taken: map[string]time.Time{}}
 	if e.log == nil {
 		e.log = slog.Default()
 	}
@@ -323,6 +330,7 @@ func (e *Escalator) Tick(ctx context.Context) error {
 		errs = append(errs, e.reviews(ctx, now))
 	}
 	errs = append(errs, e.purge(ctx, now))
+	e.forgetTaken(now)
 	return errors.Join(errs...)
 }
 
@@ -373,7 +381,31 @@ func (e *Escalator) requests(ctx context.Context, now time.Time) error {
 
 // claim claims a step; ok false when another process has it or had it.
 func (e *Escalator) claim(ctx context.Context, key string, now time.Time) (bool, error) {
-	return e.o.Steps.ClaimStep(ctx, key, now, e.o.Lease)
+	e.takenMu.Lock()
+	at, seen := e.taken[key]
+	e.takenMu.Unlock()
+	if seen && now.Sub(at) < e.o.Lease && !now.Before(at) {
+		return false, nil
+	}
+	ok, err := e.o.Steps.ClaimStep(ctx, key, now, e.o.Lease)
+	if err == nil {
+		// Claimed here or elsewhere: either way, not this pass's again.
+		e.takenMu.Lock()
+		e.taken[key] = now
+		e.takenMu.Unlock()
+	}
+	return ok, err
+}
+
+// forgetTaken drops what claim remembers once its lease has passed.
+func (e *Escalator) forgetTaken(now time.Time) {
+	e.takenMu.Lock()
+	defer e.takenMu.Unlock()
+	for k, at := range e.taken {
+		if now.Sub(at) >= e.o.Lease || now.Before(at) {
+			delete(e.taken, k)
+		}
+	}
 }
 
 // requestStep reminds or escalates one pending request.

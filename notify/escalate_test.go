@@ -545,3 +545,39 @@ func TestFollowUpOnTheChannels(t *testing.T) {
 		t.Fatal("the reviewers' webhook heard of the escalation")
 	}
 }
+
+// countingSteps counts the claims that reach the store.
+type countingSteps struct {
+	*memSteps
+	mu     sync.Mutex
+	claims int
+}
+
+func (c *countingSteps) ClaimStep(ctx context.Context, key string, now time.Time, lease time.Duration) (bool, error) {
+	c.mu.Lock()
+	c.claims++
+	c.mu.Unlock()
+	return c.memSteps.ClaimStep(ctx, key, now, lease)
+}
+
+// A request waiting long past its reminder costs the store one claim per
+// step per lease, not one per pass.
+func TestEscalationAsksTheStoreOncePerLease(t *testing.T) {
+	w := newEscWorld(t, Escalation{Name: "p", RemindAfter: time.Minute})
+	steps := &countingSteps{memSteps: w.steps}
+	e := w.escalatorOn(steps)
+	w.create("apr_1")
+	w.at(time.Minute)
+	for range 20 {
+		w.tick(e)
+		w.clock.Advance(5 * time.Second) // 20 passes, 100 s: within one lease
+	}
+	if steps.claims != 1 || len(w.first.ids()) != 1 {
+		t.Fatalf("%d claims, %d reminders; want 1 and 1", steps.claims, len(w.first.ids()))
+	}
+	w.clock.Advance(DefaultLease)
+	w.tick(e)
+	if steps.claims != 2 || len(w.first.ids()) != 1 {
+		t.Fatalf("after the lease: %d claims, %d reminders; want 2 and 1", steps.claims, len(w.first.ids()))
+	}
+}
