@@ -41,6 +41,11 @@ const (
 	// KindReview: a reviewer's verdict on an action that ran before its
 	// required review (post-execution oversight); Outcome is the verdict.
 	KindReview Kind = "review"
+	// KindEscalation: the runtime followed up on a request or a review
+	// nobody decided in time: a reminder, an escalation to another group
+	// or channel, or the deadline's expiry or denial (package notify's
+	// Escalator; Outcome names the step).
+	KindEscalation Kind = "escalation"
 	// KindResponse: a response envelope was sent back.
 	KindResponse Kind = "response"
 	// KindPurge: written by Log.Purge after it redacted expired records;

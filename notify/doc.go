@@ -35,6 +35,19 @@
 // made in the inbox. Anything else changes nothing, is answered with an
 // error and is logged (at most 20 lines a minute).
 //
+// # Reminders, escalation and deadlines
+//
+// An Escalator (run one in every process; replicas may share a store)
+// follows up on the pending requests and the overdue reviews that its
+// Escalation and ReviewEscalation policies cover: a reminder to the
+// channels that announced them, an escalation to other channels (a
+// FollowUpChannel), and at a deadline an expiry or a denial by the
+// runtime (aais.Authority.ResolveAtDeadline). Each step is claimed in a
+// Steps store shared by every process before it is taken, and recorded
+// in the audit log (kind escalation) with an AAIS activity message; the
+// clock is injected.
+//
 // This package speaks HTTP and SMTP; it knows the approvals only through
-// package aais and reads no store itself.
+// package aais and reads no store itself (the Escalator's Steps and
+// Reviews are given to it).
 package notify

@@ -248,3 +248,36 @@ func (e *Email) sendOnce(ctx context.Context, msg []byte) error {
 	}
 	return c.Quit()
 }
+
+// FollowUp implements FollowUpChannel: a plain-text email, a reply to the
+// request's announcement; like every email, it decides nothing.
+func (e *Email) FollowUp(ctx context.Context, f FollowUp) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s\n\n", oneLine(f.Message))
+	inReplyTo, subject := "", ""
+	if n := f.Request; n != nil {
+		fmt.Fprintf(&b, "Action:   %s %s\nRisk:     %s\nAgent:    %s\nDigest:   %s\nRequest:  %s\n",
+			oneLine(n.ActionKind), oneLine(n.ActionName), n.Risk, oneLine(n.Agent), n.ActionDigest, n.RequestID)
+		if n.InboxURL != "" {
+			fmt.Fprintf(&b, "\nReview it in the inbox (sign-in required): %s\n", n.InboxURL)
+		}
+		inReplyTo = messageID(n.ID)
+		subject = fmt.Sprintf("[custos] %s: approval waiting: %s", stepWord(f.Step), n.ActionName)
+	} else if r := f.Review; r != nil {
+		fmt.Fprintf(&b, "Capability: %s\nSender:     %s\nProfile:    %s\nDue:        %s\nExchange:   %s\n",
+			oneLine(r.Capability), oneLine(r.Sender), oneLine(r.Profile), r.DueAt.UTC().Format(time.RFC3339), r.ExchangeID)
+		if r.InboxURL != "" {
+			fmt.Fprintf(&b, "\n%s\n", r.InboxURL)
+		}
+		subject = fmt.Sprintf("[custos] %s: review overdue: %s", stepWord(f.Step), r.Capability)
+	}
+	b.WriteString("\nThis email cannot decide anything: decide in the inbox.\n")
+	return e.send(ctx, messageID(f.ID), inReplyTo, subject, b.String())
+}
+
+func stepWord(s StepKind) string {
+	if s == StepEscalation {
+		return "Escalated"
+	}
+	return "Reminder"
+}

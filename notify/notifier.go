@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -328,6 +329,14 @@ func (n *Notifier) advance(seq uint64) error {
 	}
 	return writeFileAtomic(n.o.StatePath, b)
 }
+
+// Channels returns the channels the notifier announces on, with their
+// routes (an Escalator follows up on the same ones).
+func (n *Notifier) Channels() []Routed { return slices.Clone(n.o.Channels) }
+
+// Redaction returns what the notifier leaves out of its notices (an
+// Escalator's follow-ups carry the same notices).
+func (n *Notifier) Redaction() Redaction { return n.o.Redaction }
 
 // Position returns the last sequence delivered, and whether there is one.
 func (n *Notifier) Position() (uint64, bool) {

@@ -344,3 +344,31 @@ func justifyView(n string, value string) map[string]any {
 		},
 	}
 }
+
+// FollowUp implements FollowUpChannel: chat.postMessage of a new message.
+// For a request it is the request's own message (with its buttons, so
+// the group it is escalated to can decide in Slack) under a line saying
+// why; it is not updated when the request resolves, and a click after
+// that is answered as for any resolved request. For a review it is a line
+// and a link to the inbox.
+func (s *Slack) FollowUp(ctx context.Context, f FollowUp) error {
+	line := mdText("*" + mrkdwn(f.Message) + "*")
+	blocks := []map[string]any{{"type": "section", "text": line}}
+	text := f.Message
+	if f.Request != nil {
+		blocks = append(blocks, requestBlocks(*f.Request, nil)...)
+		text += " " + fallbackText(*f.Request)
+	} else if r := f.Review; r != nil {
+		facts := "*Capability:* " + code(r.Capability, false) + " · *sender:* " + code(r.Sender, false) +
+			" · *profile:* " + mrkdwn(r.Profile) + " · *due:* " + r.DueAt.UTC().Format(time.RFC3339) +
+			"\nExchange " + code(r.ExchangeID, false)
+		blocks = append(blocks, map[string]any{"type": "section", "text": mdText(facts)})
+		if r.InboxURL != "" {
+			blocks = append(blocks, map[string]any{"type": "actions", "elements": []map[string]any{{"type": "button",
+				"action_id": slackOpen, "text": plain("Open in the inbox", 75), "url": r.InboxURL}}})
+		}
+	}
+	return s.call(ctx, "chat.postMessage", map[string]any{
+		"channel": s.o.Channel, "text": truncate(text, 3000), "blocks": blocks, "unfurl_links": false,
+	}, nil)
+}

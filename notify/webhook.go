@@ -110,3 +110,18 @@ func (w *Webhook) post(ctx context.Context, id, typ string, data any) error {
 		return permanent(fmt.Errorf("webhook %s refused the delivery: %s", w.o.Name, resp.Status))
 	})
 }
+
+// FollowUp implements FollowUpChannel: a delivery of type
+// "approval.reminder", "approval.escalation", "review.reminder" or
+// "review.escalation" whose data is the FollowUp.
+func (w *Webhook) FollowUp(ctx context.Context, f FollowUp) error {
+	return w.post(ctx, f.ID, followUpType(f), f)
+}
+
+// followUpType is a follow-up's event type.
+func followUpType(f FollowUp) string {
+	if f.Review != nil {
+		return "review." + string(f.Step)
+	}
+	return "approval." + string(f.Step)
+}

@@ -334,6 +334,10 @@ func serve(ctx context.Context, cfg config.Config, out, errOut io.Writer) error 
 	if err != nil {
 		return err
 	}
+	escalator, err := newEscalator(cfg, auth, state, auditLog, notifier, logger)
+	if err != nil {
+		return err
+	}
 	mux.Handle("/", inbox)
 
 	// The transport limits come first: a refused caller costs no body
@@ -352,6 +356,13 @@ func serve(ctx context.Context, cfg config.Config, out, errOut io.Writer) error 
 		defer close(notifyDone)
 		if notifier != nil {
 			_ = notifier.Run(runCtx) // it logs and retries its failures itself
+		}
+	}()
+	escalateDone := make(chan struct{})
+	go func() {
+		defer close(escalateDone)
+		if escalator != nil {
+			_ = escalator.Run(runCtx, escalationEvery) // it logs its failures and tries again
 		}
 	}()
 
@@ -387,6 +398,7 @@ func serve(ctx context.Context, cfg config.Config, out, errOut io.Writer) error 
 	_ = srv.Shutdown(shutdownCtx)
 	<-runDone
 	<-notifyDone
+	<-escalateDone
 	// The last records are vouched for too (custos audit verify).
 	if err := gw.Checkpoint(shutdownCtx); err != nil {
 		logger.Error("signing the audit checkpoint at shutdown", "err", err)

@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
+	"unicode/utf8"
 
 	"github.com/custos-runtime/custos/gateway/exchange"
 )
@@ -23,7 +25,45 @@ type Notifications struct {
 	Webhooks       []WebhookChannel `yaml:"webhooks"`
 	Slack          []SlackChannel   `yaml:"slack"`
 	Email          []EmailChannel   `yaml:"email"`
+	// Escalations remind, escalate and resolve at a deadline the pending
+	// requests nobody decides (the first whose route covers a request
+	// applies); ReviewEscalations do the same for overdue post-execution
+	// reviews (docs/notifications.md).
+	Escalations       []Escalation       `yaml:"escalations"`
+	ReviewEscalations []ReviewEscalation `yaml:"review_escalations"`
 }
+
+// Escalation follows up on the pending requests its route covers. The
+// durations count from the request's creation; each is optional, and
+// those given must come in order.
+type Escalation struct {
+	Name          string        `yaml:"name"`
+	Route         NotifyRoute   `yaml:"route"`
+	RemindAfter   time.Duration `yaml:"remind_after"`
+	EscalateAfter time.Duration `yaml:"escalate_after"`
+	// EscalateTo names the channels of the second group.
+	EscalateTo []string      `yaml:"escalate_to"`
+	Deadline   time.Duration `yaml:"deadline"`
+	// AtDeadline is "expire" (reported as expired, never as a denial) or
+	// "deny" (a denial by the runtime, with DenyReason recorded).
+	AtDeadline string `yaml:"at_deadline"`
+	DenyReason string `yaml:"deny_reason"`
+}
+
+// ReviewEscalation follows up on the overdue reviews its route covers
+// (profiles and capabilities); the durations count from the review's due
+// time.
+type ReviewEscalation struct {
+	Name          string        `yaml:"name"`
+	Route         NotifyRoute   `yaml:"route"`
+	RemindAfter   time.Duration `yaml:"remind_after"`
+	EscalateAfter time.Duration `yaml:"escalate_after"`
+	EscalateTo    []string      `yaml:"escalate_to"`
+}
+
+// MaxDenyReason bounds an escalation's deny_reason (it becomes the
+// receipt's message and the agent's reason).
+const MaxDenyReason = 400
 
 // NotifyRoute says which requests a channel announces; every non-empty
 // setting must match.
@@ -220,6 +260,74 @@ func (c *Config) checkNotifications() []error {
 		}
 		if err := e.Route.check(); err != nil {
 			bad("%s.%v", at, err)
+		}
+	}
+	errs = append(errs, c.checkEscalations(names)...)
+	return errs
+}
+
+// checkEscalations checks the escalations against the channels named.
+func (c *Config) checkEscalations(channels map[string]bool) []error {
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf("notifications."+format, a...)) }
+	names := map[string]bool{}
+	common := func(at, name string, r NotifyRoute, to []string, after time.Duration, steps ...time.Duration) {
+		switch {
+		case !channelName.MatchString(name):
+			bad("%s.name %q: want 1 to 64 of a-z, 0-9, _ and -", at, name)
+		case names[name]:
+			bad("%s.name %q: another escalation has it", at, name)
+		}
+		names[name] = true
+		if err := r.check(); err != nil {
+			bad("%s.%v", at, err)
+		}
+		if (after > 0) != (len(to) > 0) {
+			bad("%s: escalate_after and escalate_to go together", at)
+		}
+		for _, ch := range to {
+			if !channels[ch] {
+				bad("%s.escalate_to: %q is not a configured channel", at, ch)
+			}
+		}
+		var last time.Duration
+		some := false
+		for _, d := range steps {
+			switch {
+			case d < 0:
+				bad("%s: a duration is negative (%s)", at, d)
+			case d > 0 && d <= last:
+				bad("%s: the steps must come due in order (remind_after, escalate_after, deadline)", at)
+			}
+			if d > 0 {
+				some, last = true, d
+			}
+		}
+		if !some {
+			bad("%s: no step is configured (remind_after, escalate_after or deadline)", at)
+		}
+	}
+	for i, e := range c.Notifications.Escalations {
+		at := fmt.Sprintf("escalations[%d]", i)
+		common(at, e.Name, e.Route, e.EscalateTo, e.EscalateAfter, e.RemindAfter, e.EscalateAfter, e.Deadline)
+		switch {
+		case e.Deadline == 0 && (e.AtDeadline != "" || e.DenyReason != ""):
+			bad("%s: at_deadline and deny_reason need a deadline", at)
+		case e.Deadline > 0 && e.AtDeadline != "expire" && e.AtDeadline != "deny":
+			bad("%s.at_deadline %q: want expire or deny", at, e.AtDeadline)
+		case e.AtDeadline == "deny" && strings.TrimSpace(e.DenyReason) == "":
+			bad("%s.deny_reason: required with at_deadline: deny (the agent is told it)", at)
+		case e.AtDeadline == "expire" && e.DenyReason != "":
+			bad("%s.deny_reason: only with at_deadline: deny", at)
+		case utf8.RuneCountInString(e.DenyReason) > MaxDenyReason || !utf8.ValidString(e.DenyReason):
+			bad("%s.deny_reason: at most %d characters of UTF-8", at, MaxDenyReason)
+		}
+	}
+	for i, e := range c.Notifications.ReviewEscalations {
+		at := fmt.Sprintf("review_escalations[%d]", i)
+		common(at, e.Name, e.Route, e.EscalateTo, e.EscalateAfter, e.RemindAfter, e.EscalateAfter)
+		if e.Route.MinRisk != "" {
+			bad("%s.route.min_risk: a review has no risk level; route by profiles and capabilities", at)
 		}
 	}
 	return errs

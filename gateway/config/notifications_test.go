@@ -3,6 +3,7 @@ package config
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 const notifyBase = `
@@ -52,6 +53,37 @@ func TestNotifications(t *testing.T) {
   email: [{name: m, smtp: "h", from: a@b.c, to: [d@e.f]}]`, "email[0].smtp"},
 		{"password alone", `
   email: [{name: m, smtp: "h:25", from: a@b.c, to: [d@e.f], password: x}]`, "username and password go together"},
+		{"escalations", `
+  webhooks: [{name: a, url: "https://h.example", secret: "whsec_x"}]
+  email: [{name: managers, smtp: "h:25", from: a@b.c, to: [m@e.f]}]
+  escalations:
+    - {name: pay, route: {capabilities: ["payments.*"]}, remind_after: 10m, escalate_after: 30m, escalate_to: [managers], deadline: 2h, at_deadline: deny, deny_reason: "Nobody decided within 2 hours."}
+    - {name: rest, remind_after: 1h, deadline: 4h, at_deadline: expire}
+  review_escalations:
+    - {name: late, route: {profiles: [DORA]}, remind_after: 1m, escalate_after: 1h, escalate_to: [managers]}`, ""},
+		{"escalation to an unknown channel", `
+  escalations: [{name: e, escalate_after: 1m, escalate_to: [nobody]}]`, `escalations[0].escalate_to: "nobody" is not a configured channel`},
+		{"escalation without a step", `
+  escalations: [{name: e}]`, "escalations[0]: no step"},
+		{"escalation steps out of order", `
+  escalations: [{name: e, remind_after: 1h, deadline: 30m, at_deadline: expire}]`, "come due in order"},
+		{"escalation name reused", `
+  escalations: [{name: e, remind_after: 1h}, {name: e, remind_after: 1h}]`, "another escalation has it"},
+		{"escalate_to without escalate_after", `
+  webhooks: [{name: a, url: "https://h.example", secret: "whsec_x"}]
+  escalations: [{name: e, remind_after: 1h, escalate_to: [a]}]`, "go together"},
+		{"deny without a reason", `
+  escalations: [{name: e, deadline: 1h, at_deadline: deny}]`, "deny_reason: required"},
+		{"expire with a reason", `
+  escalations: [{name: e, deadline: 1h, at_deadline: expire, deny_reason: x}]`, "deny_reason: only with"},
+		{"deadline without at_deadline", `
+  escalations: [{name: e, deadline: 1h}]`, "want expire or deny"},
+		{"at_deadline without deadline", `
+  escalations: [{name: e, remind_after: 1h, at_deadline: deny, deny_reason: x}]`, "need a deadline"},
+		{"negative", `
+  escalations: [{name: e, remind_after: -1h}]`, "negative"},
+		{"review by risk", `
+  review_escalations: [{name: r, remind_after: 1m, route: {min_risk: high}}]`, "a review has no risk level"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := Default()
@@ -63,7 +95,10 @@ func TestNotifications(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if !c.Notifications.Enabled() || c.Notifications.Slack[0].Users["U1"] != "alice" {
+				n := c.Notifications
+				if !n.Enabled() || len(n.Slack) > 0 && n.Slack[0].Users["U1"] != "alice" ||
+					len(n.Escalations) > 0 && (n.Escalations[0].EscalateAfter != 30*time.Minute || n.Escalations[0].AtDeadline != "deny" ||
+						n.ReviewEscalations[0].RemindAfter != time.Minute) {
 					t.Fatalf("decoded %+v", c.Notifications)
 				}
 				return

@@ -49,6 +49,30 @@ type Deliveries interface {
 	DeliveryFailed(ctx context.Context, seq int64, failure string, next time.Time, giveUp bool) error
 }
 
+// Steps are the once-only steps the runtime takes on its own about a
+// request or a review (a reminder, an escalation, a deadline: package
+// notify's Escalator), each named by a key ("apr_1/remind"). Every replica
+// sharing the store claims a step before it takes it, so that one takes
+// it; a claim not marked done within its lease (the process stopped in
+// between) may be claimed again, so a step is taken at least once and,
+// unless a process stops between taking it and StepDone, once.
+type Steps interface {
+	// ClaimStep claims key for this handle's Instance at now. It is true
+	// when the step was never claimed, or when it is not done and its
+	// last claim is lease old or older; false when it is done or claimed
+	// more recently (by any instance).
+	ClaimStep(ctx context.Context, key string, now time.Time, lease time.Duration) (bool, error)
+	// StepDone records that a claimed step was taken: it is never claimed
+	// again.
+	StepDone(ctx context.Context, key string, now time.Time) error
+	// PurgeSteps deletes the steps claimed before before, and returns how
+	// many.
+	PurgeSteps(ctx context.Context, before time.Time) (int, error)
+}
+
+// MaxStepKey bounds a step's key.
+const MaxStepKey = 512
+
 // Backend is an exchange store: what the gateway needs of one.
 // store/sqliteexchange (SQLite) and store/pgexchange (PostgreSQL, shared
 // by replicas) implement it, and the kit exchangetest holds both to the
@@ -60,5 +84,6 @@ type Backend interface {
 	Exchanges
 	Reviews
 	Deliveries
+	Steps
 	Close() error
 }

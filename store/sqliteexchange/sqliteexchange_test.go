@@ -148,7 +148,7 @@ func TestOpenRefusesGarbage(t *testing.T) {
 	if _, err := sqliteexchange.Open(t.Context(), filepath.Join(t.TempDir(), "y.db"), &sqliteexchange.Options{Instance: "bad\x00"}); !errors.Is(err, exchange.ErrInvalid) {
 		t.Fatalf("bad instance: %v", err)
 	}
-	if sqliteexchange.SchemaVersion() != 4 {
+	if sqliteexchange.SchemaVersion() != 5 {
 		t.Fatalf("SchemaVersion = %d", sqliteexchange.SchemaVersion())
 	}
 }

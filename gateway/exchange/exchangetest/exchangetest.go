@@ -18,7 +18,8 @@
 // and by idempotency key, exactly one winner of concurrent Claims (in
 // goroutines and across two handles), the resumer's lists (Waiting,
 // Interrupted), decisions recorded once, reviews, callback deliveries in
-// order, durability across a restart, cancelled contexts writing nothing,
+// order, once-only steps (claimed by one handle of several), durability
+// across a restart, cancelled contexts writing nothing,
 // and validation (ErrInvalid). What only one implementation has (SQLite
 // files and processes, PostgreSQL replicas and triggers) is tested by that
 // implementation.
@@ -99,6 +100,8 @@ func Run(t *testing.T, b Backend) {
 		{"ReviewsConcurrent", testReviewsConcurrent, false},
 		{"DeliveriesInOrder", testDeliveriesInOrder, false},
 		{"DeliveriesFailedGiveUp", testDeliveriesGiveUp, false},
+		{"Steps", testSteps, false},
+		{"StepsRace", testStepsRace, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
