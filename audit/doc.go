@@ -5,7 +5,7 @@
 //
 //	b, err := sqliteaudit.Open(ctx, "/var/lib/custos/audit.db", nil)
 //	log := audit.New(b, &audit.Options{Retention: audit.ProfileRetention(nil, 0)})
-//	rec, err := log.Append(ctx, audit.Record{Kind: audit.KindReceived, MessageID: id, ...})
+//	rec, err := log.Append(ctx, audit.Received(audit.Subject{MessageID: id, Sender: from, ...}))
 //	if err != nil { /* fail closed: refuse the request */ }
 //
 // # Records and the chain

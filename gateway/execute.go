@@ -52,9 +52,7 @@ func (g *Gateway) execute(ctx context.Context, x exchange.Exchange, h handler.Ha
 		g.running.Store(x.ID, true)
 		defer g.running.Delete(x.ID)
 	}
-	rec := audit.Record{Kind: audit.KindExecution, MessageID: call.MessageID, Sender: call.From, Recipient: g.o.Agent,
-		Capability: call.Capability, Profile: meta.Profile, Oversight: meta.Oversight, RequestID: meta.ApprovalID, TraceID: call.TraceID,
-		Details: map[string]any{"exchange_id": x.ID}}
+	rec := audit.Execution(g.subjectOf(call, meta.Profile, meta.Oversight), meta.ApprovalID, x.ID)
 	for k, v := range meta.Details {
 		rec.Details[k] = v
 	}
@@ -169,9 +167,8 @@ func (g *Gateway) execute(ctx context.Context, x exchange.Exchange, h handler.Ha
 func (g *Gateway) auditApproval(ctx context.Context, call handler.Call, profile, requestID string, receipt *aais.Message) error {
 	res := receipt.Resolution
 	g.metrics.inc("custos_approvals_total", string(res.Outcome))
-	rec := audit.Record{Kind: audit.KindApproval, MessageID: call.MessageID, Sender: call.From, Recipient: g.o.Agent,
-		Capability: call.Capability, Profile: profile, Oversight: string(compliance.OversightRequiredBeforeExecution), RequestID: requestID, ResolutionID: res.ID,
-		Outcome: string(res.Outcome), TraceID: call.TraceID}
+	rec := audit.Approval(g.subjectOf(call, profile, string(compliance.OversightRequiredBeforeExecution)), requestID, res.ID)
+	rec.Outcome = string(res.Outcome)
 	if res.Outcome == aais.OutcomeApproved {
 		rec.ASCCode = int(asc.Success)
 	} else {
@@ -311,6 +308,18 @@ func (g *Gateway) explanation(ctx context.Context, call handler.Call, meta execM
 		return nil
 	}
 	return exp
+}
+
+// subjectOf is what the audit records of call are about.
+func (g *Gateway) subjectOf(call handler.Call, profile, oversight string) audit.Subject {
+	return audit.Subject{MessageID: call.MessageID, Sender: call.From, Recipient: g.o.Agent, Capability: call.Capability,
+		Profile: profile, Oversight: oversight, TraceID: call.TraceID}
+}
+
+// subjectOfExchange is what the audit records of exchange x are about.
+func (g *Gateway) subjectOfExchange(x exchange.Exchange, profile, oversight string) audit.Subject {
+	return audit.Subject{MessageID: x.MessageID, Sender: x.Sender, Recipient: g.o.Agent, Capability: x.Capability,
+		Profile: profile, Oversight: oversight, TraceID: x.TraceID}
 }
 
 // auditActor is the audit record's actor for an AAIS actor.

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/custos-runtime/custos/asc"
 	"github.com/custos-runtime/custos/audit"
 	"github.com/custos-runtime/custos/gateway/exchange"
 )
@@ -37,10 +36,7 @@ func (g *Gateway) housekeeping(ctx context.Context) error {
 		g.metrics.inc("custos_oversight_timeouts_total", r.Mode)
 		g.o.Logger.WarnContext(ctx, "oversight_timeout: a required review is overdue", "exchange", r.ExchangeID,
 			"mode", r.Mode, "profile", r.Profile, "capability", r.Capability, "sender", r.Sender, "due", r.DueAt)
-		if _, err := g.o.Audit.Append(ctx, audit.Record{Kind: audit.KindOversightTimeout, MessageID: x.MessageID,
-			Sender: x.Sender, Recipient: g.o.Agent, Capability: x.Capability, Profile: r.Profile, Oversight: r.Mode,
-			TraceID: x.TraceID, Outcome: "overdue", ASCCode: int(asc.Timeout),
-			Details: map[string]any{"exchange_id": r.ExchangeID, "due_at": r.DueAt.Format(time.RFC3339)}}); err != nil {
+		if _, err := g.o.Audit.Append(ctx, audit.OversightTimeout(g.subjectOfExchange(x, r.Profile, r.Mode), r.ExchangeID, r.DueAt)); err != nil {
 			return err
 		}
 	}
@@ -79,9 +75,7 @@ func (g *Gateway) CompleteReview(ctx context.Context, exchangeID string, reviewe
 	if err != nil {
 		return r, err
 	}
-	rec := audit.Record{Kind: audit.KindReview, MessageID: x.MessageID, Sender: x.Sender, Recipient: g.o.Agent,
-		Capability: x.Capability, Profile: r.Profile, Oversight: r.Mode, Actor: reviewer, Outcome: string(v), TraceID: x.TraceID,
-		ASCCode: int(asc.Success), Details: map[string]any{"exchange_id": exchangeID, "late": r.TimedOut}}
+	rec := audit.Review(g.subjectOfExchange(x, r.Profile, r.Mode), exchangeID, reviewer, string(v), r.TimedOut)
 	if justification != "" {
 		rec.Details["justification"] = justification
 	}

@@ -184,7 +184,7 @@ func (g *Gateway) identify(ctx context.Context, in Inbound, start time.Time, who
 	a := &admission{in: in, now: now, env: v.Envelope, from: from, msgID: msgID, kid: v.KeyID, stages: stages,
 		// The message id is bounded here: validation, which bounds it,
 		// comes after freshness.
-		rec: audit.Record{Kind: audit.KindReceived, MessageID: cut(msgID, maxLogged), Sender: from, Recipient: g.o.Agent, TraceID: traceOf(ctx)}}
+		rec: audit.Received(audit.Subject{MessageID: cut(msgID, maxLogged), Sender: from, Recipient: g.o.Agent, TraceID: traceOf(ctx)})}
 	if h, err := compliance.PayloadHash(a.env); err == nil {
 		a.rec.PayloadHash = "sha256:" + h
 	}

@@ -305,9 +305,10 @@ func (g *Gateway) interrupt(ctx context.Context, x exchange.Exchange, why string
 	if err != nil {
 		return false, err
 	}
-	prepared, err := g.o.Audit.Prepare(audit.Record{Kind: audit.KindExecution, MessageID: x.MessageID, Sender: x.Sender,
-		Recipient: g.o.Agent, Capability: x.Capability, RequestID: x.ApprovalID, Outcome: audit.OutcomeFailed, TraceID: x.TraceID,
-		ASCCode: int(asc.ResultStateUnknown), Details: map[string]any{"exchange_id": x.ID, "interrupted": true}})
+	rec := audit.Execution(g.subjectOfExchange(x, "", ""), x.ApprovalID, x.ID)
+	rec.Outcome, rec.ASCCode = audit.OutcomeFailed, int(asc.ResultStateUnknown)
+	rec.Details["interrupted"] = true
+	prepared, err := g.o.Audit.Prepare(rec)
 	if err != nil {
 		return false, err
 	}

@@ -77,11 +77,8 @@ func (g *Gateway) auditEdits(ctx context.Context, call handler.Call, profile str
 			details["justification"] = e.ref.Justification
 		}
 		a := e.ref.ProposedBy
-		rec := audit.Record{Kind: audit.KindApproval, MessageID: call.MessageID, Sender: call.From, Recipient: g.o.Agent,
-			Capability: call.Capability, Profile: profile, Oversight: string(compliance.OversightRequiredBeforeExecution), RequestID: e.from.ID,
-			ResolutionID: e.receipt.Resolution.ID, Outcome: OutcomeSuperseded, ASCCode: int(asc.Cancelled), TraceID: call.TraceID,
-			Actor:   auditActor(a),
-			Details: details}
+		rec := audit.Approval(g.subjectOf(call, profile, string(compliance.OversightRequiredBeforeExecution)), e.from.ID, e.receipt.Resolution.ID)
+		rec.Outcome, rec.ASCCode, rec.Actor, rec.Details = OutcomeSuperseded, int(asc.Cancelled), auditActor(a), details
 		if _, err := g.o.Audit.Append(ctx, rec); err != nil {
 			return err
 		}

@@ -444,10 +444,10 @@ func (e *Escalator) requestStep(ctx context.Context, now time.Time, p Escalation
 		// Not marked done: after the lease, the next pass tries again.
 		return fmt.Errorf("escalations: the %s of %s reached no channel", step, n.RequestID)
 	}
-	rec := audit.Record{Kind: audit.KindEscalation, Time: now, RequestID: n.RequestID, Capability: n.ActionName,
-		Profile: n.Profile, Sender: n.Agent, Recipient: e.o.Agent, Outcome: string(step),
-		Details: map[string]any{"policy": p.Name, "due_at": due.UTC().Format(time.RFC3339), "channels": delivered,
-			"failed_channels": failed, "message": msg, "activity_id": act.ID}}
+	rec := audit.Escalation(audit.Subject{Capability: n.ActionName, Profile: n.Profile, Sender: n.Agent, Recipient: e.o.Agent},
+		n.RequestID, string(step), now)
+	rec.Details = map[string]any{"policy": p.Name, "due_at": due.UTC().Format(time.RFC3339), "channels": delivered,
+		"failed_channels": failed, "message": msg, "activity_id": act.ID}
 	if _, err := e.o.Audit.Append(ctx, rec); err != nil {
 		return err
 	}
@@ -478,9 +478,9 @@ func (e *Escalator) deadline(ctx context.Context, now time.Time, p Escalation, n
 		if d.Reason != "" {
 			details["reason"] = d.Reason
 		}
-		rec := audit.Record{Kind: audit.KindEscalation, Time: now, RequestID: n.RequestID, ResolutionID: receipt.Resolution.ID,
-			Capability: n.ActionName, Profile: n.Profile, Sender: n.Agent, Recipient: e.o.Agent,
-			Outcome: "deadline_" + string(p.AtDeadline), ASCCode: int(code), Details: details}
+		rec := audit.Escalation(audit.Subject{Capability: n.ActionName, Profile: n.Profile, Sender: n.Agent, Recipient: e.o.Agent},
+			n.RequestID, "deadline_"+string(p.AtDeadline), now)
+		rec.ResolutionID, rec.ASCCode, rec.Details = receipt.Resolution.ID, int(code), details
 		if _, err := e.o.Audit.Append(ctx, rec); err != nil {
 			return err
 		}
@@ -563,9 +563,9 @@ func (e *Escalator) reviewStep(ctx context.Context, now time.Time, p ReviewEscal
 		return fmt.Errorf("escalations: the %s of review %s reached no channel", step, r.ExchangeID)
 	}
 	details["channels"], details["failed_channels"] = delivered, failed
-	rec := audit.Record{Kind: audit.KindEscalation, Time: now, MessageID: r.MessageID, RequestID: r.RequestID,
-		Capability: r.Capability, Profile: r.Profile, Oversight: r.Mode, Sender: r.Sender, Recipient: e.o.Agent,
-		Outcome: "review_" + string(step), ASCCode: int(asc.Timeout), Details: details}
+	rec := audit.Escalation(audit.Subject{MessageID: r.MessageID, Capability: r.Capability, Profile: r.Profile, Oversight: r.Mode,
+		Sender: r.Sender, Recipient: e.o.Agent}, r.RequestID, "review_"+string(step), now)
+	rec.ASCCode, rec.Details = int(asc.Timeout), details
 	if _, err := e.o.Audit.Append(ctx, rec); err != nil {
 		return err
 	}
