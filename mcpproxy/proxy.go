@@ -16,6 +16,7 @@ import (
 
 	"github.com/custos-runtime/custos/aais"
 	"github.com/custos-runtime/custos/asc"
+	"github.com/custos-runtime/custos/gateway"
 	"github.com/custos-runtime/custos/internal/jsonx"
 	"github.com/custos-runtime/custos/jcs"
 )
@@ -462,7 +463,7 @@ func (p *Proxy) newRequest(rule *Rule, name string, raw json.RawMessage, args ma
 		// justifications) reads the profile here, as for the gateway's
 		// requests.
 		b, _ := json.Marshal(map[string]string{"profile": rule.Profile})
-		ext = aais.Extensions{"custos.dev/exchange": b}
+		ext = aais.Extensions{gateway.ExchangeExtension: b}
 	}
 	return aais.NewRequest(aais.RequestParams{
 		CreatedAt:  now,

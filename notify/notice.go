@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/custos-runtime/custos/aais"
+	"github.com/custos-runtime/custos/gateway"
 )
 
 // Notice is what a channel announces about one pending request: what the
@@ -111,20 +112,11 @@ func (r Redaction) because(req *aais.Request, profile string) string {
 	return ""
 }
 
-// exchangeRef is what a gateway's request says about its exchange.
-type exchangeRef struct {
-	Profile string `json:"profile"`
-	Sender  string `json:"sender"`
-}
-
 // profileOf is the compliance profile a gateway's request names
-// (extension custos.dev/exchange), "" when none.
+// (gateway.ExchangeExtension), "" when none.
 func profileOf(req *aais.Request) string {
-	var ref exchangeRef
-	if raw, ok := req.Extensions["custos.dev/exchange"]; ok && json.Unmarshal(raw, &ref) == nil {
-		return ref.Profile
-	}
-	return ""
+	ref, _ := gateway.ExchangeRefOf(req)
+	return ref.Profile
 }
 
 // NewNotice builds the notice of req, recorded at sequence seq. inbox is
