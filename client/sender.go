@@ -198,6 +198,10 @@ type Call struct {
 	// NoWait returns a pending_approval reply as it is (Result.Pending)
 	// instead of following it to the final reply.
 	NoWait bool
+	// OnPending, when set, is called with the verified pending_approval
+	// reply before Send waits for the final one (to say which approval
+	// it waits for).
+	OnPending func(*Result)
 }
 
 // Result is a verified reply.
@@ -345,6 +349,9 @@ func (s *Sender) Send(ctx context.Context, c Call) (*Result, error) {
 	res, pending, err := s.post(ctx, r, body, id, c.IdempotencyKey)
 	if err != nil || !pending || c.NoWait {
 		return res, err
+	}
+	if c.OnPending != nil && res.Pending != nil {
+		c.OnPending(res)
 	}
 	return s.follow(ctx, r, res)
 }
