@@ -534,16 +534,35 @@ func envelopeError(status int, env map[string]any) *Error {
 	e.Detail, _ = obj["description"].(string)
 	details, _ := obj["details"].(map[string]any)
 	st, _ := details["agent_status"].(map[string]any)
-	if n, ok := st["code"].(float64); ok && n >= 0 && n <= 9999 && n == float64(int(n)) {
-		e.Code = asc.Code(int(n))
+	if n, ok := statusCode(st["code"]); ok {
+		e.Code = n
 	} else if e.ARSIACode != "" {
 		e.Code = arsia.ToASC(e.ARSIACode)
 	}
-	e.Name, _ = st["name"].(string)
-	if e.Name == "" {
-		e.Name = e.Code.Name()
+	// A registered code's own name, not what the reply calls it.
+	if e.Name = e.Code.Name(); e.Name == "" {
+		e.Name, _ = st["name"].(string)
 	}
 	return e
+}
+
+// statusCode reads an ASC code decoded as a number (json.Number from the
+// verifier's strict decoder, float64 from encoding/json).
+func statusCode(v any) (asc.Code, bool) {
+	var s string
+	switch n := v.(type) {
+	case json.Number:
+		s = n.String()
+	case float64:
+		s = strconv.FormatFloat(n, 'f', -1, 64)
+	default:
+		return 0, false
+	}
+	c, err := strconv.Atoi(s)
+	if err != nil || c < 1000 || c > 9999 {
+		return 0, false
+	}
+	return asc.Code(c), true
 }
 
 // follow polls the status URL until the exchange has its final reply.
