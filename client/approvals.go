@@ -224,14 +224,14 @@ type Decision struct {
 	Justification string
 }
 
-// ErrConflict is wrapped by the error of a Decide that another decision
-// beat: the request was already resolved (the receipt is returned too).
+// ErrConflict is the error of a Decide that another decision beat: the
+// request was already resolved (the conflict receipt is returned too).
 var ErrConflict = errors.New("client: another decision resolved the request first")
 
 // Decide sends a decision on req (a pending request as listed) and returns
 // the receipt (approval.resolved). When another decision resolved req
-// first, the receipt of that one is returned with an error wrapping
-// ErrConflict. A refusal (the reviewer may not decide, a justification is
+// first, the conflict receipt (outcome conflict, its message saying how
+// the request was resolved) is returned with ErrConflict. A refusal (the reviewer may not decide, a justification is
 // missing, the request is gone) is an *Error with its ASC status.
 func (a *Approvals) Decide(ctx context.Context, req *aais.Request, d Decision) (*aais.Message, error) {
 	body, err := a.decisionEnvelope(ctx, req, d)

@@ -90,7 +90,9 @@ func newFakeReceiver(t *testing.T) *fakeReceiver {
 var arsiaHeader = http.Header{"Content-Type": {"application/arsia+json; v=1"}}
 
 // sign signs a built reply envelope with the receiver's key.
-func (f *fakeReceiver) sign(e *arsia.Envelope, err error) []byte { return f.signAs(f.signer, f.kid)(e, err) }
+func (f *fakeReceiver) sign(e *arsia.Envelope, err error) []byte {
+	return f.signAs(f.signer, f.kid)(e, err)
+}
 
 // signAs signs a built reply envelope with signer and kid.
 func (f *fakeReceiver) signAs(signer sig.Signer, kid string) func(*arsia.Envelope, error) []byte {
