@@ -68,10 +68,11 @@ until a reviewer decided and the call ran, for at most --timeout.
 
 The result (payload.result) is printed as JSON; --json prints the whole
 verified reply envelope. Exit codes: 0 success; 3-7 the first digit of the
-ASC status of a refusal or wait (3 interrupted: waits for approval or
-cancelled; 4 the request or a policy refused it: denied, forbidden,
-invalid; 5 transient: a retry later may work; 6 fatal or indeterminate; 7
-quality or verification); 1 any other failure (the reply did not verify,
+ASC status of a refusal or wait (3 interrupted: waits for approval,
+cancelled, an access token needed; 4 the request or a policy refused it:
+denied, forbidden, invalid; 5 transient: a retry later may work; 6 fatal
+or indeterminate; 7 quality or verification: the gateway could not verify
+the request's signature); 1 any other failure (the reply did not verify,
 the receiver could not be reached); 2 the command line is wrong.`,
 		Example: `  custos send --key keys/key-1.private.jwk.json --to http://127.0.0.1:8080 \
     --capability demo.echo --type com.acme/echo --args '{"text":"hi"}'

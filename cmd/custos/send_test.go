@@ -167,6 +167,17 @@ func TestSendEndToEnd(t *testing.T) {
 		t.Fatalf("no grant: exit %d %s", code, errOut)
 	}
 
+	// A key the gateway does not trust: its unsigned 401, ASC 7005, exit 7.
+	other := t.TempDir()
+	if code, _, errOut := custos(t, "", "keygen", "--agent", sender, "--label", "key-2", "--out", other); code != 0 {
+		t.Fatal(errOut)
+	}
+	code, _, errOut = custos(t, "", "send", "--key", filepath.Join(other, "key-2.private.jwk.json"), "--to", g.url,
+		"--capability", "demo.echo", "--type", "com.acme/echo")
+	if code != 7 || !strings.Contains(errOut, "HTTP 401, ASC-7005 INTEGRITY_CHECK_FAILED") {
+		t.Fatalf("untrusted key: exit %d %s", code, errOut)
+	}
+
 	// Replies checked against another JWKS (the sender's own keys) are
 	// refused: exit 1, nothing printed.
 	code, out, errOut = custos(t, "", append(base, "--jwks", ownJWKS, "--capability", "demo.echo", "--type", "com.acme/echo")...)
