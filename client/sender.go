@@ -618,7 +618,7 @@ func (s *Sender) follow(ctx context.Context, r *receiver, res *Result) (*Result,
 }
 
 // retryAfter is the delay a Retry-After header asks for (delay-seconds or
-// an HTTP date), or def without one.
+// an HTTP date, at most a day), or def without one.
 func retryAfter(h http.Header, def time.Duration) time.Duration {
 	v := strings.TrimSpace(h.Get("Retry-After"))
 	if v == "" {
@@ -631,7 +631,7 @@ func retryAfter(h http.Header, def time.Duration) time.Duration {
 		return time.Duration(n) * time.Second
 	}
 	if t, err := http.ParseTime(v); err == nil {
-		return max(time.Until(t), 0)
+		return min(max(time.Until(t), 0), 86400*time.Second)
 	}
 	return def
 }

@@ -89,8 +89,10 @@ var ErrStopWatch = errors.New("client: stop watching")
 // the server cannot continue (a gap) its fresh snapshot is delivered, and
 // when events were missed anyway the watch takes a snapshot itself
 // (Event.Resync). It returns ctx's error, fn's error (nil for
-// ErrStopWatch), or the refusal of the first connection (an *Error, such
-// as 401 for a bad token), which reconnecting would not change.
+// ErrStopWatch), or a connection's refusal that reconnecting would not
+// change (an *Error with a 4xx status, such as 401 for a token the server
+// does not accept, or no longer: the login token of a restarted custos
+// serve).
 func (a *Approvals) Watch(ctx context.Context, o WatchOptions, fn func(Event) error) error {
 	if o.BackoffMin <= 0 {
 		o.BackoffMin = 500 * time.Millisecond
@@ -138,7 +140,7 @@ var errMissed = errors.New("events were missed")
 
 func (w *watch) run(ctx context.Context) error {
 	backoff := w.o.BackoffMin
-	lost, ever := false, false
+	lost := false
 	for {
 		connected, err := w.once(ctx, lost)
 		if ctx.Err() != nil {
@@ -149,9 +151,12 @@ func (w *watch) run(ctx context.Context) error {
 			return cb.err
 		}
 		if connected {
-			lost, ever, backoff = false, true, w.o.BackoffMin
-		} else if e := Status(err); e != nil && !ever && e.HTTPStatus >= 400 && e.HTTPStatus < 500 && e.HTTPStatus != http.StatusTooManyRequests {
-			return err // the server refuses this client: retrying would not change it
+			lost, backoff = false, w.o.BackoffMin
+		} else if e := Status(err); e != nil && e.HTTPStatus >= 400 && e.HTTPStatus < 500 &&
+			e.HTTPStatus != http.StatusRequestTimeout && e.HTTPStatus != http.StatusTooManyRequests {
+			// The server refuses this client (a token it no longer
+			// accepts, say): retrying would not change it.
+			return err
 		}
 		if errors.Is(err, errMissed) {
 			w.o.Notify(Notice{Kind: NoticeResync, Err: err, Sequence: w.view.Sequence()})
