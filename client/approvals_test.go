@@ -11,6 +11,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -271,5 +272,87 @@ func TestWatchResyncsMissedEvents(t *testing.T) {
 	}
 	if len(kinds) != 2 || kinds[0] != client.NoticeMalformed || kinds[1] != client.NoticeResync {
 		t.Fatalf("notices %v", kinds)
+	}
+}
+
+// A stream that goes silent (no event, no keepalive) is taken for dead and
+// reopened.
+func TestWatchIdleStreamIsReopened(t *testing.T) {
+	var streams atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/approvals/events" {
+			http.NotFound(w, r)
+			return
+		}
+		streams.Add(1)
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(200)
+		w.(http.Flusher).Flush()
+		<-r.Context().Done() // never a byte more
+	}))
+	defer srv.Close()
+	a, _ := client.NewApprovals(srv.URL, "t", nil)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var lost []error
+	err := a.Watch(ctx, client.WatchOptions{Idle: 20 * time.Millisecond, BackoffMin: time.Millisecond,
+		Notify: func(n client.Notice) {
+			if n.Kind == client.NoticeLost {
+				if lost = append(lost, n.Err); len(lost) == 2 {
+					cancel()
+				}
+			}
+		}}, func(client.Event) error { return nil })
+	if !errors.Is(err, context.Canceled) || streams.Load() < 2 {
+		t.Fatalf("Watch = %v after %d streams", err, streams.Load())
+	}
+	for _, e := range lost {
+		if !strings.Contains(e.Error(), "nothing received") {
+			t.Fatalf("lost because %v", e)
+		}
+	}
+}
+
+// Many agents' calls through one Sender at once: one discovery, every
+// reply verified.
+func TestSendConcurrently(t *testing.T) {
+	g := testGatewayT(t)
+	s, err := client.NewSender(g.Key, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for i := range 16 {
+		wg.Go(func() {
+			res, err := s.Send(t.Context(), client.Call{To: g.URL, Capabilities: []string{"demo.echo"}, Type: "com.acme/echo",
+				Args: map[string]any{"n": i}})
+			if err == nil && string(res.Result) != fmt.Sprintf(`{"echo":{"n":%d}}`, i) {
+				err = fmt.Errorf("call %d: result %s", i, res.Result)
+			}
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// A caller that gives up while a call waits for approval gets its
+// context's error, not a result.
+func TestSendGivesUpWaiting(t *testing.T) {
+	g := testGatewayT(t)
+	s, _ := client.NewSender(g.Key, &client.SenderOptions{PollMin: time.Millisecond, PollMax: 2 * time.Millisecond})
+	ctx, cancel := context.WithCancel(t.Context())
+	var polls atomic.Int32
+	_, err := s.Send(ctx, client.Call{To: g.URL, Capabilities: []string{"billing.invoice.create"}, Type: "com.acme/invoice",
+		Args: map[string]any{"amount": "1.00"}, Profile: "EU-AI-ACT-HIGH-RISK",
+		OnPending: func(*client.Result) { polls.Add(1); cancel() }})
+	if !errors.Is(err, context.Canceled) || polls.Load() != 1 {
+		t.Fatalf("Send = %v (OnPending %d)", err, polls.Load())
 	}
 }
