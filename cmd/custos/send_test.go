@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -79,6 +80,12 @@ func decideNext(t *testing.T, a *client.Approvals, v aais.Verdict) *aais.Message
 			return nil
 		}
 		r, err := a.Decide(t.Context(), req, client.Decision{Verdict: v, Justification: "checked by the test"})
+		if errors.Is(err, client.ErrConflict) {
+			// An earlier request, resolved since the stream's snapshot
+			// (seen once under load): its resolution follows.
+			t.Logf("skipping %s: %s", req.ID, r.Resolution.Message)
+			return nil
+		}
 		if err != nil {
 			return err
 		}
