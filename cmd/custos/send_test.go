@@ -191,6 +191,18 @@ func TestSendEndToEnd(t *testing.T) {
 	if code != exitFailure || out != "" || !strings.Contains(errOut, "could not be verified") {
 		t.Fatalf("wrong JWKS: exit %d\n%s\n%s", code, out, errOut)
 	}
+
+	// Nobody decides within --timeout: exit 5 (ASC TIMEOUT's class).
+	code, out, errOut = custos(t, "", append(billing, "--wait", "--timeout", "300ms")...)
+	if code != 5 || out != "" || !strings.Contains(errOut, "no final reply within --timeout 300ms") {
+		t.Fatalf("--timeout: exit %d\n%s\n%s", code, out, errOut)
+	}
+
+	// A receiver that cannot be reached: exit 1.
+	code, _, errOut = custos(t, "", "send", "--key", key, "--to", "http://127.0.0.1:1", "--capability", "demo.echo", "--type", "com.acme/echo")
+	if code != exitFailure || !strings.Contains(errOut, "discovery document") {
+		t.Fatalf("unreachable: exit %d %s", code, errOut)
+	}
 }
 
 // codeOf finds the ASC code in a refusal message.
