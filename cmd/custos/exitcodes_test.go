@@ -66,6 +66,7 @@ func TestUsageExitCodes(t *testing.T) {
 		{"custos profile list", "profile list extra"},
 		{"custos profile show", "profile show NO-SUCH-PROFILE"},
 		{"custos review", "review --server ftp://x --token t"},
+		{"custos send", "send --to http://127.0.0.1:1 --capability demo.echo --type com.acme/echo"},
 		{"custos serve", "serve --listen 127.0.0.1:notaport"},
 		{"custos serve password", "serve password extra"},
 		{"custos serve token", "serve token extra"},

@@ -4,14 +4,10 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"mime"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -28,7 +24,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/custos-runtime/custos/aais"
-	"github.com/custos-runtime/custos/asc"
+	"github.com/custos-runtime/custos/client"
 	"github.com/custos-runtime/custos/httpapi"
 )
 
@@ -130,146 +126,22 @@ when NO_COLOR is set.`,
 	return cmd
 }
 
-// ---- the HTTP client ----
-
-type reviewClient struct {
-	base  string
-	token string
-	http  *http.Client
-}
-
-func newReviewClient(server, token string, stderr io.Writer) (*reviewClient, error) {
+// newReviewClient is the approvals API client of the reviewer. Plain http
+// to another host is allowed, with a warning: the token travels
+// unencrypted.
+func newReviewClient(server, token string, stderr io.Writer) (*client.Approvals, error) {
 	u, err := url.Parse(strings.TrimRight(server, "/"))
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("review: --server %q is not an http:// or https:// URL", server)
 	}
-	if u.Scheme == "http" && !loopbackHost(u.Hostname()) {
+	c, err := client.NewApprovals(server, token, &client.ApprovalsOptions{AllowInsecureHTTP: true})
+	if err != nil {
+		return nil, fmt.Errorf("review: %w", err)
+	}
+	if u.Scheme == "http" && !client.LoopbackHost(u.Hostname()) {
 		fmt.Fprintf(stderr, "custos: warning: %s is plain http: the token travels unencrypted\n", u.Host)
 	}
-	return &reviewClient{base: u.String(), token: token, http: &http.Client{}}, nil
-}
-
-func loopbackHost(h string) bool {
-	if h == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(h)
-	return ip != nil && ip.IsLoopback()
-}
-
-// apiError is an answer other than the one asked for: a problem document
-// (RFC 9457 with its ASC status) or something else.
-type apiError struct {
-	status int
-	code   asc.Code
-	name   string
-	detail string
-}
-
-func (e *apiError) Error() string {
-	if e.code != 0 {
-		return fmt.Sprintf("HTTP %d, %s %s: %s", e.status, e.code, e.name, e.detail)
-	}
-	return fmt.Sprintf("HTTP %d: %s", e.status, e.detail)
-}
-
-func problemError(status int, body []byte) *apiError {
-	e := &apiError{status: status}
-	if p, err := asc.ParseProblem(body); err == nil && (p.AgentStatus != nil || p.Detail != "") {
-		e.detail = p.Detail
-		if e.detail == "" {
-			e.detail = p.Title
-		}
-		if p.AgentStatus != nil {
-			e.code, e.name = p.AgentStatus.Code, p.AgentStatus.Name
-			if e.name == "" {
-				e.name = e.code.Name()
-			}
-		}
-		return e
-	}
-	e.detail = oneLine(string(body), 200)
-	if e.detail == "" {
-		e.detail = http.StatusText(status)
-	}
-	return e
-}
-
-func (c *reviewClient) newRequest(ctx context.Context, method, path string, body []byte) (*http.Request, error) {
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Authorization", "Bearer "+c.token)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	return req, nil
-}
-
-// do sends one API request and reads the whole answer.
-func (c *reviewClient) do(ctx context.Context, method, path string, body []byte) (status int, mediaType string, data []byte, err error) {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	req, err := c.newRequest(ctx, method, path, body)
-	if err != nil {
-		return 0, "", nil, err
-	}
-	req.Header.Set("Accept", "application/json, application/problem+json")
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return 0, "", nil, err
-	}
-	defer resp.Body.Close()
-	data, err = io.ReadAll(io.LimitReader(resp.Body, reviewMaxBody))
-	if err != nil {
-		return 0, "", nil, err
-	}
-	mediaType, _, _ = mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	return resp.StatusCode, mediaType, data, nil
-}
-
-// getJSON GETs path and decodes a 200 answer into v.
-func (c *reviewClient) getJSON(ctx context.Context, path string, v any) error {
-	status, _, data, err := c.do(ctx, http.MethodGet, path, nil)
-	if err != nil {
-		return err
-	}
-	if status != http.StatusOK {
-		return problemError(status, data)
-	}
-	if err := json.Unmarshal(data, v); err != nil {
-		return fmt.Errorf("GET %s: %w", path, err)
-	}
-	return nil
-}
-
-func (c *reviewClient) snapshot(ctx context.Context) (*aais.Message, error) {
-	status, _, data, err := c.do(ctx, http.MethodGet, "/approvals/snapshot", nil)
-	if err != nil {
-		return nil, err
-	}
-	if status != http.StatusOK {
-		return nil, problemError(status, data)
-	}
-	m, err := aais.Parse(data)
-	if err != nil {
-		return nil, fmt.Errorf("the snapshot: %w", err)
-	}
-	if m.Type != aais.TypeSnapshot {
-		return nil, fmt.Errorf("the snapshot is a %s message", m.Type)
-	}
-	return m, nil
-}
-
-// reviewMe is GET /approvals/me.
-type reviewMe struct {
-	Actor aais.Actor `json:"actor"`
-	Roles []string   `json:"roles"`
+	return c, nil
 }
 
 // ---- the reviewer ----
@@ -277,7 +149,7 @@ type reviewMe struct {
 // reviewer keeps the presenter's copy of the queue (an aais.View rebuilt
 // from the snapshot and the event stream) and the numbers shown for it.
 type reviewer struct {
-	c      *reviewClient
+	c      *client.Approvals
 	in     io.Reader
 	out    *lockedWriter
 	errOut *lockedWriter
@@ -285,18 +157,15 @@ type reviewer struct {
 	prompt bool
 
 	mu       sync.Mutex
-	me       reviewMe
+	me       client.Me
 	view     aais.View
 	num      map[string]int // request id → its number, never reused
 	ids      map[int]string
 	next     int
 	shown    map[string]bool // pending requests the reviewer was told about
 	resolved map[string]*aais.Resolution
-
-	// stream and seq are this presenter's own AAIS stream, for the
-	// approval.decided envelopes it sends.
-	stream string
-	seq    uint64
+	// snap is the snapshot load took, where the event stream starts.
+	snap *aais.Message
 }
 
 // lockedWriter writes whole blocks from several goroutines without
@@ -312,9 +181,7 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	return l.w.Write(p)
 }
 
-func newReviewer(c *reviewClient, in io.Reader, out, errOut io.Writer) *reviewer {
-	var b [6]byte
-	_, _ = rand.Read(b[:])
+func newReviewer(c *client.Approvals, in io.Reader, out, errOut io.Writer) *reviewer {
 	return &reviewer{
 		c: c, in: in,
 		out: &lockedWriter{w: out}, errOut: &lockedWriter{w: errOut},
@@ -322,7 +189,6 @@ func newReviewer(c *reviewClient, in io.Reader, out, errOut io.Writer) *reviewer
 		prompt: isTerminal(in),
 		num:    map[string]int{}, ids: map[int]string{}, shown: map[string]bool{},
 		resolved: map[string]*aais.Resolution{},
-		stream:   "review-" + hex.EncodeToString(b[:]),
 	}
 }
 
@@ -409,17 +275,18 @@ func visibleText(s string, block bool) string {
 
 // load asks who the token belongs to and takes the first snapshot.
 func (r *reviewer) load(ctx context.Context) error {
-	var me reviewMe
-	if err := r.c.getJSON(ctx, "/approvals/me", &me); err != nil {
+	me, err := r.c.Me(ctx)
+	if err != nil {
 		return fmt.Errorf("GET /approvals/me: %w", err)
 	}
-	snap, err := r.c.snapshot(ctx)
+	snap, err := r.c.Snapshot(ctx)
 	if err != nil {
 		return fmt.Errorf("GET /approvals/snapshot: %w", err)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.me = me
+	r.me = *me
+	r.snap = snap
 	if err := r.view.Restore(snap); err != nil {
 		return err
 	}
@@ -442,7 +309,7 @@ func (r *reviewer) number(id string) int {
 }
 
 func (r *reviewer) printSnapshotJSON(ctx context.Context) error {
-	snap, err := r.c.snapshot(ctx)
+	snap, err := r.c.Snapshot(ctx)
 	if err != nil {
 		return fmt.Errorf("GET /approvals/snapshot: %w", err)
 	}
@@ -470,7 +337,7 @@ func (r *reviewer) printWho() {
 	if len(me.Roles) > 0 {
 		roles = "roles " + visible(strings.Join(me.Roles, ", "))
 	}
-	r.say("Reviewing %s as %s, %s.\n", r.c.base, who, roles)
+	r.say("Reviewing %s as %s, %s.\n", r.c.Server(), who, roles)
 }
 
 // printList prints the numbered queue.
@@ -609,7 +476,7 @@ func (r *reviewer) apply(m *aais.Message) error {
 
 // restore replaces the view from a fresh snapshot.
 func (r *reviewer) restore(ctx context.Context) error {
-	snap, err := r.c.snapshot(ctx)
+	snap, err := r.c.Snapshot(ctx)
 	if err != nil {
 		return err
 	}
@@ -618,135 +485,48 @@ func (r *reviewer) restore(ctx context.Context) error {
 
 // ---- the event stream ----
 
-// errResnapshot: the stream cannot be continued from the view's position.
-var errResnapshot = errors.New("events were missed")
-
-// follow keeps the view current from GET /approvals/events until ctx ends,
-// reconnecting with backoff and resuming with Last-Event-ID.
+// follow keeps the view current from the event stream until ctx ends: the
+// client reconnects with backoff, resumes with Last-Event-ID and takes a
+// fresh snapshot when events were missed; the reviewer hears of each.
 func (r *reviewer) follow(ctx context.Context) {
-	backoff := reviewBackoffMin
-	lost := false
-	for ctx.Err() == nil {
-		connected, err := r.streamOnce(ctx, lost)
-		if ctx.Err() != nil {
-			return
-		}
-		if connected {
-			lost, backoff = false, reviewBackoffMin
-		}
-		if errors.Is(err, errResnapshot) {
+	r.mu.Lock()
+	snap := r.snap
+	r.mu.Unlock()
+	err := r.c.Watch(ctx, client.WatchOptions{Snapshot: snap, BackoffMin: reviewBackoffMin, BackoffMax: reviewBackoffMax,
+		Idle: reviewIdle, Notify: r.notice}, func(ev client.Event) error {
+		if err := r.apply(ev.Message); err != nil {
+			// This copy could not take it (a receipt seen here moved it):
+			// the server's snapshot is the authority.
 			r.note("%v; rebuilding the list from a fresh snapshot", err)
-			if err := r.restore(ctx); err == nil {
-				continue
-			} else if ctx.Err() == nil {
+			if err := r.restore(ctx); err != nil && ctx.Err() == nil {
 				r.note("snapshot failed: %v", err)
 			}
 		}
-		if err == nil {
-			err = errors.New("the server closed it")
-		}
-		r.note("event stream lost (%v); reconnecting in %s", err, backoff)
-		lost = true
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(backoff):
-		}
-		backoff = min(backoff*2, reviewBackoffMax)
+		return nil
+	})
+	if err != nil && ctx.Err() == nil {
+		r.note("event stream ended: %v", err)
 	}
 }
 
-// streamOnce reads one connection of the event stream. connected says
-// whether the server accepted it.
-func (r *reviewer) streamOnce(ctx context.Context, reconnecting bool) (connected bool, err error) {
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	req, err := r.c.newRequest(ctx, http.MethodGet, "/approvals/events", nil)
-	if err != nil {
-		return false, err
-	}
-	req.Header.Set("Accept", "text/event-stream")
-	r.mu.Lock()
-	req.Header.Set("Last-Event-ID", strconv.FormatUint(r.view.Sequence(), 10))
-	r.mu.Unlock()
-	errIdle := fmt.Errorf("nothing received for %s", reviewIdle)
-	watchdog := time.AfterFunc(reviewIdle, func() { cancel(errIdle) })
-	defer watchdog.Stop()
-	resp, err := r.c.http.Do(req)
-	if err != nil {
-		if c := context.Cause(ctx); c == errIdle {
-			return false, c
-		}
-		return false, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		data, _ := io.ReadAll(io.LimitReader(resp.Body, reviewMaxBody))
-		return false, problemError(resp.StatusCode, data)
-	}
-	if reconnecting {
+// notice tells the reviewer what happened to the event stream.
+func (r *reviewer) notice(n client.Notice) {
+	switch n.Kind {
+	case client.NoticeLost:
+		r.note("event stream lost (%v); reconnecting in %s", n.Err, n.RetryIn)
+	case client.NoticeReconnected:
 		r.note("event stream reconnected")
+	case client.NoticeGap:
+		r.note("the server could not continue from event %d (store reset or compacted); the list is rebuilt from its new snapshot", n.Sequence)
+	case client.NoticeResync:
+		r.note("%v; rebuilding the list from a fresh snapshot", n.Err)
+	case client.NoticeSnapshotFailed:
+		r.note("snapshot failed: %v", n.Err)
+	case client.NoticeMalformed:
+		r.note("ignoring a malformed %s event: %v", visible(n.Event), n.Err)
+	case client.NoticeCutoff:
+		r.note("the server ended the event stream (%s); resuming", visible(n.Err.Error()))
 	}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), aais.DefaultMaxSize+4096)
-	var event, data string
-	for sc.Scan() {
-		watchdog.Reset(reviewIdle)
-		line := sc.Text()
-		if line == "" {
-			if err := r.dispatch(event, data); err != nil {
-				return true, err
-			}
-			event, data = "", ""
-			continue
-		}
-		if strings.HasPrefix(line, ":") {
-			continue // a keepalive comment
-		}
-		field, value, _ := strings.Cut(line, ":")
-		value = strings.TrimPrefix(value, " ")
-		switch field {
-		case "event":
-			event = value
-		case "data":
-			if data != "" {
-				data += "\n"
-			}
-			data += value
-		}
-	}
-	err = sc.Err()
-	if c := context.Cause(ctx); c == errIdle {
-		err = c
-	}
-	return true, err
-}
-
-// dispatch handles one server-sent event.
-func (r *reviewer) dispatch(event, data string) error {
-	switch {
-	case event == "gap":
-		// A fresh snapshot follows on the same stream.
-		r.note("the server could not continue from event %d (store reset or compacted); the list is rebuilt from its new snapshot", r.sequence())
-		return nil
-	case data == "":
-		return nil
-	}
-	m, err := aais.Parse([]byte(data))
-	if err != nil {
-		r.note("ignoring a malformed %s event: %v", event, err)
-		return nil
-	}
-	if err := r.apply(m); err != nil {
-		return fmt.Errorf("%w (%v)", errResnapshot, err)
-	}
-	return nil
-}
-
-func (r *reviewer) sequence() uint64 {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.view.Sequence()
 }
 
 // ---- the command loop ----
@@ -950,10 +730,12 @@ func constraintWords(c aais.Constraints) []string {
 	return out
 }
 
-func (r *reviewer) permission(ctx context.Context, id string) (httpapi.Permission, error) {
-	var p httpapi.Permission
-	err := r.c.getJSON(ctx, "/approvals/"+url.PathEscape(id)+"/permission", &p)
-	return p, err
+func (r *reviewer) permission(ctx context.Context, id string) (client.Permission, error) {
+	p, err := r.c.Permission(ctx, id)
+	if err != nil {
+		return client.Permission{}, err
+	}
+	return *p, nil
 }
 
 // show prints everything the web inbox shows about one request.
@@ -1124,37 +906,31 @@ func (r *reviewer) decide(ctx context.Context, v aais.Verdict, args string, line
 		r.say("The justification is %d characters long; at most %d are allowed. Nothing was sent.\n", c, httpapi.MaxJustification)
 		return
 	}
-	body, err := r.decisionEnvelope(&req, v, scope, just)
-	if err != nil {
-		r.say("Could not build the decision: %v\n", err)
+	m, err := r.c.Decide(ctx, &req, client.Decision{Verdict: v, Scope: scope, Justification: just})
+	conflict := errors.Is(err, client.ErrConflict)
+	if err == nil || conflict {
+		r.resolvedHere(m)
+		var out bytes.Buffer
+		if conflict {
+			fmt.Fprintf(&out, "Another decision resolved #%d first.\n", n)
+		}
+		printReceipt(&out, m)
+		r.say("%s", visibleText(out.String(), true))
+		r.mu.Lock()
+		r.sync()
+		r.mu.Unlock()
+		if want := verdictOutcome(v); m.Resolution.Outcome != want && !conflict {
+			r.say("The request was not %s: the outcome is %s.\n", want, r.outcome(m.Resolution.Outcome))
+		}
 		return
 	}
-	status, mt, data, err := r.c.do(ctx, http.MethodPost, "/approvals/"+url.PathEscape(req.ID)+"/decisions", body)
-	if err != nil {
+	e := client.Status(err)
+	if e == nil {
 		r.say("The decision on #%d was not delivered: %v\n", n, err)
 		return
 	}
-	if mt == "application/json" && (status == http.StatusOK || status == http.StatusConflict) {
-		if m, err := aais.Parse(data); err == nil && m.Type == aais.TypeResolved {
-			r.resolvedHere(m)
-			var out bytes.Buffer
-			if status == http.StatusConflict {
-				fmt.Fprintf(&out, "Another decision resolved #%d first.\n", n)
-			}
-			printReceipt(&out, m)
-			r.say("%s", visibleText(out.String(), true))
-			r.mu.Lock()
-			r.sync()
-			r.mu.Unlock()
-			if want := verdictOutcome(v); m.Resolution.Outcome != want && status != http.StatusConflict {
-				r.say("The request was not %s: the outcome is %s.\n", want, r.outcome(m.Resolution.Outcome))
-			}
-			return
-		}
-	}
-	e := problemError(status, data)
 	r.say("%s\n", r.paint("31", "Refused: "+visible(e.Error())))
-	if status != http.StatusNotFound {
+	if e.HTTPStatus != http.StatusNotFound {
 		r.say("Request #%d stays pending.\n", n)
 	}
 }
@@ -1170,53 +946,20 @@ func (r *reviewer) resolvedHere(m *aais.Message) {
 	_, _ = r.view.Apply(m)
 }
 
-// decisionEnvelope builds the approval.decided envelope for req. The actor
-// in it is informational: the server records the token's reviewer.
-func (r *reviewer) decisionEnvelope(req *aais.Request, v aais.Verdict, scope aais.Scope, just string) ([]byte, error) {
-	r.mu.Lock()
-	actor := aais.Actor{ID: r.me.Actor.ID, Type: r.me.Actor.Type, DisplayName: r.me.Actor.DisplayName}
-	r.seq++
-	seq := r.seq
-	r.mu.Unlock()
-	if actor.Type == "" {
-		actor.Type = aais.ActorHuman
-	}
-	var ext aais.Extensions
-	if just != "" {
-		raw, err := json.Marshal(just)
-		if err != nil {
-			return nil, err
-		}
-		ext = aais.Extensions{aais.JustificationExtension: raw}
-	}
-	now := time.Now()
-	d, err := aais.NewDecision(req, aais.DecisionParams{Decision: v, Scope: scope, Actor: actor, DecidedAt: now, Extensions: ext})
-	if err != nil {
-		return nil, err
-	}
-	m, err := aais.NewMessage(aais.Header{OccurredAt: now, Sequence: seq, Stream: r.stream}, d)
-	if err != nil {
-		return nil, err
-	}
-	return aais.Marshal(m)
-}
-
 func (r *reviewer) history(ctx context.Context) {
-	var h struct {
-		Resolved []httpapi.HistoryEntry `json:"resolved"`
-	}
-	if err := r.c.getJSON(ctx, "/approvals/history", &h); err != nil {
+	resolved, err := r.c.History(ctx, 0)
+	if err != nil {
 		r.say("History failed: %v\n", err)
 		return
 	}
-	if len(h.Resolved) == 0 {
+	if len(resolved) == 0 {
 		r.say("Nothing resolved yet.\n")
 		return
 	}
 	var b bytes.Buffer
 	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "RESOLVED\tOUTCOME\tREQUEST\tACTION\tPROFILE\tBY\tJUSTIFICATION")
-	for _, e := range h.Resolved {
+	for _, e := range resolved {
 		out := string(e.Outcome)
 		if e.EffectiveScope != "" {
 			out += " (" + string(e.EffectiveScope) + ")"
@@ -1247,28 +990,20 @@ func (r *reviewer) history(ctx context.Context) {
 }
 
 func (r *reviewer) rules(ctx context.Context) {
-	var ans struct {
-		Rules []struct {
-			Rule   *aais.Rule `json:"rule"`
-			Active bool       `json:"active"`
-		} `json:"rules"`
-	}
-	if err := r.c.getJSON(ctx, "/approvals/rules", &ans); err != nil {
+	rules, err := r.c.Rules(ctx)
+	if err != nil {
 		r.say("Rules failed: %v\n", err)
 		return
 	}
-	if len(ans.Rules) == 0 {
+	if len(rules) == 0 {
 		r.say("No remembered approvals.\n")
 		return
 	}
 	var b bytes.Buffer
 	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "RULE\tSCOPE\tSTATE\tAPPROVED BY\tFROM REQUEST\tCOVERS")
-	for _, e := range ans.Rules {
+	for _, e := range rules {
 		rule := e.Rule
-		if rule == nil {
-			continue
-		}
 		state := "active"
 		switch {
 		case rule.Revoked():
@@ -1291,28 +1026,20 @@ func (r *reviewer) revoke(ctx context.Context, args string) {
 		r.say("Usage: revoke RULE_ID (type rules for the ids)\n")
 		return
 	}
-	status, _, data, err := r.c.do(ctx, http.MethodPost, "/approvals/rules/"+url.PathEscape(f[0])+"/revoke", nil)
+	rule, revoked, err := r.c.Revoke(ctx, f[0])
+	if e := client.Status(err); e != nil {
+		r.say("%s\n", r.paint("31", "Refused: "+visible(e.Error())))
+		return
+	}
 	if err != nil {
 		r.say("Revoking %s failed: %v\n", visible(f[0]), err)
 		return
 	}
-	if status != http.StatusOK {
-		r.say("%s\n", r.paint("31", "Refused: "+visible(problemError(status, data).Error())))
+	if !revoked {
+		r.say("Rule %s was already revoked by %s at %s.\n", visible(rule.ID), visible(rule.RevokedBy.ID), rule.RevokedAt.Format(time.RFC3339))
 		return
 	}
-	var ans struct {
-		Rule    *aais.Rule `json:"rule"`
-		Revoked bool       `json:"revoked"`
-	}
-	if err := json.Unmarshal(data, &ans); err != nil || ans.Rule == nil {
-		r.say("Unexpected answer: %s\n", visible(oneLine(string(data), 200)))
-		return
-	}
-	if !ans.Revoked {
-		r.say("Rule %s was already revoked by %s at %s.\n", visible(ans.Rule.ID), visible(ans.Rule.RevokedBy.ID), ans.Rule.RevokedAt.Format(time.RFC3339))
-		return
-	}
-	r.say("Revoked rule %s: it approves nothing more.\n", visible(ans.Rule.ID))
+	r.say("Revoked rule %s: it approves nothing more.\n", visible(rule.ID))
 }
 
 // edit proposes corrected arguments for a pending request: the server
@@ -1353,29 +1080,13 @@ func (r *reviewer) edit(ctx context.Context, args string, lines <-chan string) {
 			r.say("\n")
 		}
 	}
-	body, err := json.Marshal(map[string]any{"arguments": json.RawMessage(line), "justification": just})
-	if err != nil {
-		r.say("Could not build the edit: %v\n", err)
+	m, err := r.c.Edit(ctx, req.ID, json.RawMessage(line), just)
+	if e := client.Status(err); e != nil {
+		r.say("%s\n", r.paint("31", "Refused: "+visible(e.Error())))
 		return
 	}
-	status, _, data, err := r.c.do(ctx, http.MethodPost, "/approvals/"+url.PathEscape(req.ID)+"/edits", body)
 	if err != nil {
 		r.say("The edit of #%d was not delivered: %v\n", n, err)
-		return
-	}
-	if status != http.StatusCreated {
-		r.say("%s\n", r.paint("31", "Refused: "+visible(problemError(status, data).Error())))
-		return
-	}
-	var ans struct {
-		Created json.RawMessage `json:"created"`
-	}
-	var m *aais.Message
-	if err = json.Unmarshal(data, &ans); err == nil {
-		m, err = aais.Parse(ans.Created)
-	}
-	if err != nil || m.Type != aais.TypeRequested {
-		r.say("Edited, but the answer is unexpected: %s\n", visible(oneLine(string(data), 200)))
 		return
 	}
 	r.say("#%d is superseded by %s with the edited arguments; it needs its own decision.\n", n, visible(m.Request.ID))

@@ -34,6 +34,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	fmt.Fprintf(stderr, "custos: %v\n", err)
 	var ue usageError
+	var es interface{ ExitCode() int }
+	if errors.As(err, &es) {
+		return es.ExitCode()
+	}
 	// cobra reports an unknown subcommand as a plain error.
 	if errors.As(err, &ue) || strings.HasPrefix(err.Error(), "unknown command ") {
 		return exitUsage
@@ -52,7 +56,9 @@ custos serve is the gateway: agents send it signed ARSIA requests, it
 verifies, authorizes and audits them, holds those a compliance profile puts
 before a human, and runs them through its handlers. Reviewers decide in its
 web inbox, with custos review or custos approvals; custos audit verifies the
-trail. custos demo shows the whole lifecycle in a minute.
+trail. custos demo shows the whole lifecycle in a minute. custos send is
+an agent's side: it signs a request, sends it through a gateway, waits for
+a pending approval and prints the verified reply.
 
 The protocol tools work on their own: ARSIA 1.0 envelopes (keygen, sign,
 verify, validate, envelope, profile), canonical JSON and digests (RFC 8785:
@@ -62,7 +68,8 @@ conformance runs, and approvals in front of an MCP server (mcp-proxy).
 The commands that keep or read state (serve, approvals, audit) find it in
 the data directory: --data DIR, else $CUSTOS_DATA, else ./custos-data.
 Exit codes: 0 success, 1 the input was rejected or a check failed, 2 the
-command line is wrong.`,
+command line is wrong; custos send also exits 3-7, the ASC class of a
+refusal (see custos send --help).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -87,6 +94,7 @@ command line is wrong.`,
 		newTokenCommand(),
 		newMCPProxyCommand(),
 		newReviewCommand(),
+		newSendCommand(),
 	)
 	// cobra adds its own help command when it executes; this one makes an
 	// unknown topic a usage error too.
