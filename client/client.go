@@ -32,12 +32,12 @@ import (
 	"fmt"
 	"io"
 	"mime"
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
 	"unicode"
 
+	"github.com/custos-runtime/custos/arsia"
 	"github.com/custos-runtime/custos/asc"
 )
 
@@ -140,19 +140,10 @@ func checkServerURL(raw string, insecure bool) (*url.URL, error) {
 	if u.RawQuery != "" || u.Fragment != "" {
 		return nil, fmt.Errorf("client: %q has a query or fragment; give the server's base URL", raw)
 	}
-	if u.Scheme == "http" && !insecure && !LoopbackHost(u.Hostname()) {
+	if u.Scheme == "http" && !insecure && !arsia.IsLoopbackHost(u.Hostname()) {
 		return nil, fmt.Errorf("client: %s is plain http and not a loopback host: use https (or allow insecure http)", u.Host)
 	}
 	return u, nil
-}
-
-// LoopbackHost reports whether h is localhost or a loopback address.
-func LoopbackHost(h string) bool {
-	if h == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(h)
-	return ip != nil && ip.IsLoopback()
 }
 
 // roundTrip sends req with c and reads the whole answer (at most MaxBody).

@@ -163,7 +163,7 @@ type schemeGuard struct {
 }
 
 func (g schemeGuard) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.URL.Scheme != "https" && !(req.URL.Scheme == "http" && (g.insecure || LoopbackHost(req.URL.Hostname()))) {
+	if req.URL.Scheme != "https" && !(req.URL.Scheme == "http" && (g.insecure || arsia.IsLoopbackHost(req.URL.Hostname()))) {
 		return nil, fmt.Errorf("client: %s://%s refused: use https", req.URL.Scheme, req.URL.Host)
 	}
 	return g.next.RoundTrip(req)

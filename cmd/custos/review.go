@@ -24,6 +24,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/custos-runtime/custos/aais"
+	"github.com/custos-runtime/custos/arsia"
 	"github.com/custos-runtime/custos/client"
 	"github.com/custos-runtime/custos/httpapi"
 )
@@ -138,7 +139,7 @@ func newReviewClient(server, token string, stderr io.Writer) (*client.Approvals,
 	if err != nil {
 		return nil, fmt.Errorf("review: %w", err)
 	}
-	if u.Scheme == "http" && !client.LoopbackHost(u.Hostname()) {
+	if u.Scheme == "http" && !arsia.IsLoopbackHost(u.Hostname()) {
 		fmt.Fprintf(stderr, "custos: warning: %s is plain http: the token travels unencrypted\n", u.Host)
 	}
 	return c, nil
