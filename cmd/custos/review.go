@@ -46,9 +46,6 @@ var (
 	reviewIdle = 45 * time.Second
 )
 
-// reviewMaxBody caps any answer read from the server.
-const reviewMaxBody = 8 << 20
-
 type reviewConfig struct {
 	server, token string
 	once, asJSON  bool
