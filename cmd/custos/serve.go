@@ -30,6 +30,7 @@ import (
 	"github.com/custos-runtime/custos/httpapi"
 	"github.com/custos-runtime/custos/internal/flock"
 	"github.com/custos-runtime/custos/internal/telemetry"
+	"github.com/custos-runtime/custos/notify"
 	"github.com/custos-runtime/custos/store"
 	"github.com/custos-runtime/custos/store/pgratelimit"
 )
@@ -134,18 +135,78 @@ all the gateway keeps.`,
 
 // serve runs the gateway described by cfg until ctx ends.
 func serve(ctx context.Context, cfg config.Config, out, errOut io.Writer) error {
-	var level slog.Handler = slog.NewTextHandler(errOut, nil)
-	if cfg.LogFormat == "json" {
-		level = slog.NewJSONHandler(errOut, nil)
+	s, err := openServer(ctx, cfg, out, errOut)
+	if err != nil {
+		return err
 	}
-	logger := slog.New(level)
+	s.printBanner()
+	err = s.Run(ctx)
+	s.Close()
+	return err
+}
+
+// server is one custos serve process: Open builds everything the
+// configuration describes (the listener, the data directory's lock and
+// key, the state, the gateway and its HTTP surfaces), Run serves until its
+// context ends, and Close releases what Open took, in the reverse order.
+type server struct {
+	cfg    config.Config
+	out    io.Writer
+	logger *slog.Logger
+	// logHandler also receives the HTTP server's own errors.
+	logHandler slog.Handler
+
+	ln       net.Listener
+	key      gatewayKeyFile
+	loc      store.Location
+	state    *store.State
+	auth     *aais.Authority
+	gw       *gateway.Gateway
+	handlers map[string]handler.Handler
+	reviewer *reviewerSurfaces
+	// token is the per-process administrator's API and login token.
+	token    string
+	notifier *notify.Notifier
+	srv      *http.Server
+
+	// closers release what Open took; Close runs them last first.
+	closers []func()
+}
+
+// openServer builds the server cfg (checked) describes. On error it has
+// released whatever it took.
+func openServer(ctx context.Context, cfg config.Config, out, errOut io.Writer) (_ *server, err error) {
+	s := &server{cfg: cfg, out: out}
+	defer func() {
+		if err != nil {
+			s.Close()
+		}
+	}()
+	if err := s.open(ctx, errOut); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// release adds f to what Close runs.
+func (s *server) release(f func()) { s.closers = append(s.closers, f) }
+
+func (s *server) open(ctx context.Context, errOut io.Writer) error {
+	cfg := s.cfg
+	s.logHandler = slog.NewTextHandler(errOut, nil)
+	if cfg.LogFormat == "json" {
+		s.logHandler = slog.NewJSONHandler(errOut, nil)
+	}
+	logger := slog.New(s.logHandler)
+	s.logger = logger
 	// The address first: a port in use fails here, before the data
 	// directory, the key and the state are created.
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("%w (is another process on it? choose another address with --listen or $CUSTOS_LISTEN)", err)
 	}
-	defer ln.Close()
+	s.ln = ln
+	s.release(func() { _ = ln.Close() })
 	if err := os.MkdirAll(cfg.Data, 0o700); err != nil {
 		return err
 	}
@@ -158,19 +219,17 @@ func serve(ctx context.Context, cfg config.Config, out, errOut io.Writer) error 
 	if err != nil {
 		return err
 	}
-	defer lock.Close()
-	signer, pub, kid, created, err := gatewayKey(cfg.Data, cfg.Agent)
-	if err != nil {
+	s.release(func() { _ = lock.Close() })
+	if s.key, err = gatewayKey(cfg.Data, cfg.Agent); err != nil {
 		return err
 	}
 
-	loc, err := store.Parse(cfg.Store)
-	if err != nil {
+	if s.loc, err = store.Parse(cfg.Store); err != nil {
 		return err
 	}
 	so := &store.StateOptions{DataDir: cfg.Data,
 		RateLimit: pgratelimit.Rate{PerSecond: cfg.RateLimit.PerSecond, Burst: cfg.RateLimit.Burst}}
-	if loc.Kind == store.KindPostgres {
+	if s.loc.Kind == store.KindPostgres {
 		// Replicas recognise their own claims by name; a gateway alone on
 		// its state recovers every interrupted claim.
 		so.Instance = cfg.Instance
@@ -180,19 +239,18 @@ func serve(ctx context.Context, cfg config.Config, out, errOut io.Writer) error 
 			return fmt.Errorf("audit_log: %w", err)
 		}
 	}
-	state, err := store.Open(ctx, loc, so)
+	state, err := store.Open(ctx, s.loc, so)
 	if err != nil {
 		return err
 	}
-	defer state.Close()
+	s.state = state
+	s.release(func() { _ = state.Close() })
 	st := state.Approvals
-	auth, err := aais.NewAuthority(st, &aais.AuthorityOptions{Stream: cfg.Agent})
-	if err != nil {
+	if s.auth, err = aais.NewAuthority(st, &aais.AuthorityOptions{Stream: cfg.Agent}); err != nil {
 		return err
 	}
 	auditLog := audit.New(state.Audit, &audit.Options{Retention: audit.ProfileRetention(nil, 0)})
-	defer auditLog.Close()
-	xs := state.Exchanges
+	s.release(func() { _ = auditLog.Close() })
 	instance, lease := "", time.Duration(0)
 	if state.Shared {
 		instance, lease = state.Instance, gateway.DefaultClaimLease
@@ -206,27 +264,21 @@ func serve(ctx context.Context, cfg config.Config, out, errOut io.Writer) error 
 	if err != nil {
 		return err
 	}
-	handlers := map[string]handler.Handler{}
-	defer func() {
+	s.handlers = map[string]handler.Handler{}
+	s.release(func() {
 		// MCP handlers keep a server process or session open.
-		for _, h := range handlers {
+		for _, h := range s.handlers {
 			if c, ok := h.(io.Closer); ok {
 				_ = c.Close()
 			}
 		}
-	}()
+	})
 	for name, h := range cfg.Handlers {
-		if handlers[name], err = newHandler(h); err != nil {
+		if s.handlers[name], err = newHandler(h); err != nil {
 			return fmt.Errorf("handlers.%s: %w", name, err)
 		}
 	}
-	grants, callbacks := map[string][]string{}, map[string]string{}
-	for _, s := range cfg.Senders {
-		grants[s.Agent] = append(grants[s.Agent], s.Capabilities...)
-		if s.CallbackURL != "" {
-			callbacks[s.Agent] = s.CallbackURL
-		}
-	}
+	grants, callbacks := senderGrants(cfg.Senders)
 	// Traces: off unless the configuration or the OTEL_* variables ask.
 	tc := cfg.Tracing.Telemetry()
 	tc.Version, _, _ = buildVersion()
@@ -234,21 +286,21 @@ func serve(ctx context.Context, cfg config.Config, out, errOut io.Writer) error 
 	if err != nil {
 		return err
 	}
-	defer func() {
+	s.release(func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		if err := tracing.Shutdown(sctx); err != nil {
 			logger.Warn("flushing traces", "err", err)
 		}
-	}()
+	})
 	var tracer trace.TracerProvider
 	if tracing.Provider != nil {
 		tracer = tracing.Provider
 		logger.Info("tracing", "exporter", "otlp", "protocol", tracing.Protocol, "endpoint", tracing.Endpoint)
 	}
 	gw, err := gateway.New(gateway.Options{Tracer: tracer,
-		Agent: cfg.Agent, Signer: signer, KID: kid, Keys: keys, Trust: trust, Authorizer: authorizer, Grants: grants, Handlers: handlers,
-		Authority: auth, Exchanges: xs, Audit: auditLog, ApprovalTTL: cfg.Oversight.TTL,
+		Agent: cfg.Agent, Signer: s.key.signer, KID: s.key.kid, Keys: keys, Trust: trust, Authorizer: authorizer, Grants: grants, Handlers: s.handlers,
+		Authority: s.auth, Exchanges: state.Exchanges, Audit: auditLog, ApprovalTTL: cfg.Oversight.TTL,
 		AllowSession: cfg.Oversight.AllowSession, ReviewWithin: cfg.Oversight.ReviewWithin, Callbacks: callbacks, Logger: logger,
 		RateLimit: gateway.RateLimit{PerSecond: cfg.RateLimit.PerSecond, Burst: cfg.RateLimit.Burst}, Limiter: state.Limiter, Units: state,
 		ClaimLease: lease, CheckpointEvery: checkpointEvery,
@@ -257,6 +309,7 @@ func serve(ctx context.Context, cfg config.Config, out, errOut io.Writer) error 
 	if err != nil {
 		return err
 	}
+	s.gw = gw
 
 	// What the previous process recorded is vouched for before anything
 	// new (after a crash, its last records have no checkpoint yet).
@@ -270,13 +323,21 @@ func serve(ctx context.Context, cfg config.Config, out, errOut io.Writer) error 
 	} else if n > 0 {
 		logger.Warn("ended interrupted exchanges with an unknown result", "count", n)
 	}
+	return s.openHTTP()
+}
 
-	jwks, err := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{pub}})
+// openHTTP builds the HTTP surfaces: the inbox and discovery, the
+// reviewers' endpoints, the notification channels, and the server with
+// the transport limits in front of them all.
+func (s *server) openHTTP() error {
+	cfg, logger, auth, gw := s.cfg, s.logger, s.auth, s.gw
+	st := s.state.Approvals
+	jwks, err := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{s.key.public}})
 	if err != nil {
 		return err
 	}
 	var caps []string
-	for name := range handlers {
+	for name := range s.handlers {
 		caps = append(caps, name)
 	}
 	ver, _, _ := buildVersion()
@@ -303,6 +364,7 @@ func serve(ctx context.Context, cfg config.Config, out, errOut io.Writer) error 
 	if err != nil {
 		return err
 	}
+	s.reviewer, s.token = reviewerUI, token
 	mux := http.NewServeMux()
 	reviewerUI.mount(mux)
 	// Harnesses outside the gateway (custos mcp-proxy with a remote
@@ -330,43 +392,49 @@ func serve(ctx context.Context, cfg config.Config, out, errOut io.Writer) error 
 	}
 	mux.Handle(agui.ResumePath, resume)
 	// Notification channels: announcements out, signed decisions back.
-	notifier, err := newNotifications(cfg, auth, reviewerUI, mux, logger)
-	if err != nil {
+	if s.notifier, err = newNotifications(cfg, auth, reviewerUI, mux, logger); err != nil {
 		return err
 	}
 	mux.Handle("/", inbox)
 
 	// The transport limits come first: a refused caller costs no body
 	// read, no signature check and no durable write.
-	ln = limits.Listener(ln)
-	srv := &http.Server{Handler: limits.Handler(mux), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
-		IdleTimeout: 120 * time.Second, MaxHeaderBytes: cfg.Limits.HeaderBytes, ErrorLog: slog.NewLogLogger(level, slog.LevelWarn)}
-	runCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	runDone := make(chan error, 1)
-	go func() { runDone <- gw.Run(runCtx) }()
-	srvDone := make(chan error, 1)
-	go func() { srvDone <- srv.Serve(ln) }()
-	notifyDone := make(chan struct{})
-	go func() {
-		defer close(notifyDone)
-		if notifier != nil {
-			_ = notifier.Run(runCtx) // it logs and retries its failures itself
-		}
-	}()
+	s.ln = limits.Listener(s.ln)
+	s.srv = &http.Server{Handler: limits.Handler(mux), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+		IdleTimeout: 120 * time.Second, MaxHeaderBytes: cfg.Limits.HeaderBytes, ErrorLog: slog.NewLogLogger(s.logHandler, slog.LevelWarn)}
+	return nil
+}
 
-	addr := "http://" + ln.Addr().String()
+// senderGrants returns the capability patterns each configured sender
+// may call and the callback URLs of those that have one.
+func senderGrants(senders []config.Sender) (grants map[string][]string, callbacks map[string]string) {
+	grants, callbacks = map[string][]string{}, map[string]string{}
+	for _, s := range senders {
+		grants[s.Agent] = append(grants[s.Agent], s.Capabilities...)
+		if s.CallbackURL != "" {
+			callbacks[s.Agent] = s.CallbackURL
+		}
+	}
+	return grants, callbacks
+}
+
+// URL is the base URL the server listens on.
+func (s *server) URL() string { return "http://" + s.ln.Addr().String() }
+
+// printBanner tells the operator where agents and reviewers go.
+func (s *server) printBanner() {
+	cfg, out, addr, token := s.cfg, s.out, s.URL(), s.token
 	keyNote := "reused"
-	if created {
+	if s.key.created {
 		keyNote = "created"
 	}
 	self, installed := selfCommand()
-	where := "--store " + loc.String()
-	if loc.Kind == store.KindSQLite && loc.Path == filepath.Join(cfg.Data, store.StateFile) {
+	where := "--store " + s.loc.String()
+	if s.loc.Kind == store.KindSQLite && s.loc.Path == filepath.Join(cfg.Data, store.StateFile) {
 		where = "--data " + cfg.Data
 	}
 	fmt.Fprintf(out, "custos serve: listening on %s\n", addr)
-	fmt.Fprintf(out, "  agent           %s (key %s, %s)\n", cfg.Agent, kid, keyNote)
+	fmt.Fprintf(out, "  agent           %s (key %s, %s)\n", cfg.Agent, s.key.kid, keyNote)
 	fmt.Fprintf(out, "  data            %s\n", cfg.Data)
 	fmt.Fprintf(out, "  agents send to  %s/v1/arsia/inbox (signed ARSIA requests, POST; not a web page)\n", addr)
 	fmt.Fprintf(out, "  reviewers open  %s/ in a browser (the web inbox) and sign in with the login token %s (valid until this process stops)\n", addr, token)
@@ -375,6 +443,25 @@ func serve(ctx context.Context, cfg config.Config, out, errOut io.Writer) error 
 	if !installed {
 		fmt.Fprintf(out, "                  (go install ./cmd/custos puts custos on your PATH)\n")
 	}
+}
+
+// Run serves until ctx ends (or the HTTP server fails), then stops the
+// server gracefully, waits for the gateway's and the notifier's loops and
+// signs a last audit checkpoint. Close releases the rest.
+func (s *server) Run(ctx context.Context) error {
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	runDone := make(chan error, 1)
+	go func() { runDone <- s.gw.Run(runCtx) }()
+	srvDone := make(chan error, 1)
+	go func() { srvDone <- s.srv.Serve(s.ln) }()
+	notifyDone := make(chan struct{})
+	go func() {
+		defer close(notifyDone)
+		if s.notifier != nil {
+			_ = s.notifier.Run(runCtx) // it logs and retries its failures itself
+		}
+	}()
 
 	var serveErr error
 	select {
@@ -384,17 +471,26 @@ func serve(ctx context.Context, cfg config.Config, out, errOut io.Writer) error 
 	stop()
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_ = srv.Shutdown(shutdownCtx)
+	_ = s.srv.Shutdown(shutdownCtx)
 	<-runDone
 	<-notifyDone
 	// The last records are vouched for too (custos audit verify).
-	if err := gw.Checkpoint(shutdownCtx); err != nil {
-		logger.Error("signing the audit checkpoint at shutdown", "err", err)
+	if err := s.gw.Checkpoint(shutdownCtx); err != nil {
+		s.logger.Error("signing the audit checkpoint at shutdown", "err", err)
 	}
 	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
 		return serveErr
 	}
 	return nil
+}
+
+// Close releases what Open took, last first. Call it after Run returns
+// (or instead of Run).
+func (s *server) Close() {
+	for i := len(s.closers) - 1; i >= 0; i-- {
+		s.closers[i]()
+	}
+	s.closers = nil
 }
 
 // checkpointEvery is how often custos serve signs a checkpoint of the
@@ -421,10 +517,20 @@ func newTransportLimits(cfg config.Config, logger *slog.Logger) (*httpapi.Limits
 		BodyBytes: l.BodyBytesInFlight, BodyBytesPerAddress: l.PerAddress.BodyBytesInFlight, BodyWait: l.BodyWait, MaxBody: unknown, BodyTimeout: l.BodyTimeout, Logger: logger})
 }
 
+// gatewayKeyFile is the gateway's signing key (DATA/gateway.key.jwk.json).
+type gatewayKeyFile struct {
+	signer sig.Signer
+	// public is its public JWK, published in the gateway's JWKS.
+	public jose.JSONWebKey
+	kid    string
+	// created says this run made the key.
+	created bool
+}
+
 // gatewayKey loads the gateway's signing key from DATA/gateway.key.jwk.json,
 // creating an Ed25519 key (mode 0600) on first run. A key file readable by
 // others is refused.
-func gatewayKey(dir, agent string) (sig.Signer, jose.JSONWebKey, string, bool, error) {
+func gatewayKey(dir, agent string) (gatewayKeyFile, error) {
 	path := filepath.Join(dir, "gateway.key.jwk.json")
 	kid := agent + "#gateway-1"
 	data, err := os.ReadFile(path)
@@ -433,34 +539,34 @@ func gatewayKey(dir, agent string) (sig.Signer, jose.JSONWebKey, string, bool, e
 	case errors.Is(err, os.ErrNotExist):
 		_, k, err := ed25519.GenerateKey(rand.Reader)
 		if err != nil {
-			return nil, jose.JSONWebKey{}, "", false, err
+			return gatewayKeyFile{}, err
 		}
 		if err := writePrivateJWK(path, jose.JSONWebKey{Key: k, KeyID: kid, Algorithm: "EdDSA", Use: "sig"}, false); err != nil {
-			return nil, jose.JSONWebKey{}, "", false, err
+			return gatewayKeyFile{}, err
 		}
 		if data, err = os.ReadFile(path); err != nil {
-			return nil, jose.JSONWebKey{}, "", false, err
+			return gatewayKeyFile{}, err
 		}
 		created = true
 	case err != nil:
-		return nil, jose.JSONWebKey{}, "", false, err
+		return gatewayKeyFile{}, err
 	default:
 		if fi, err := os.Stat(path); err == nil && fi.Mode().Perm()&0o077 != 0 {
-			return nil, jose.JSONWebKey{}, "", false, fmt.Errorf("%s is readable by others (mode %v): chmod 600 it", path, fi.Mode().Perm())
+			return gatewayKeyFile{}, fmt.Errorf("%s is readable by others (mode %v): chmod 600 it", path, fi.Mode().Perm())
 		}
 	}
 	var priv jose.JSONWebKey
 	if err := json.Unmarshal(data, &priv); err != nil || priv.IsPublic() {
-		return nil, jose.JSONWebKey{}, "", false, fmt.Errorf("%s: not a private JWK", path)
+		return gatewayKeyFile{}, fmt.Errorf("%s: not a private JWK", path)
 	}
 	if priv.KeyID != kid {
-		return nil, jose.JSONWebKey{}, "", false, fmt.Errorf("%s is the key of %s, not of %s", path, priv.KeyID, kid)
+		return gatewayKeyFile{}, fmt.Errorf("%s is the key of %s, not of %s", path, priv.KeyID, kid)
 	}
 	signer, err := sig.NewSignerFromJWK(&priv)
 	if err != nil {
-		return nil, jose.JSONWebKey{}, "", false, err
+		return gatewayKeyFile{}, err
 	}
-	return signer, priv.Public(), kid, created, nil
+	return gatewayKeyFile{signer: signer, public: priv.Public(), kid: kid, created: created}, nil
 }
 
 func newHandler(h config.Handler) (handler.Handler, error) {
