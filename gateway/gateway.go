@@ -178,6 +178,8 @@ type Gateway struct {
 	// whose call a goroutine of it is running or recording.
 	running sync.Map
 	metrics metrics
+	// live is the policy in force (SetPolicy).
+	live atomic.Pointer[Policy]
 	// tracer is nil when tracing is off.
 	tracer trace.Tracer
 	// logSample counts unauthenticated refusals, for sampled logging.
@@ -243,6 +245,7 @@ func New(o Options) (*Gateway, error) {
 		lim = NewMemoryRateLimiter(o.RateLimit)
 	}
 	g := &Gateway{o: o, limiter: lim}
+	g.live.Store(&Policy{Keys: o.Keys, Trust: o.Trust, Grants: o.Grants, Handlers: o.Handlers, Callbacks: o.Callbacks})
 	if o.Tracer != nil {
 		g.tracer = o.Tracer.Tracer(tracerName)
 	}
@@ -423,7 +426,7 @@ func (g *Gateway) receive(ctx context.Context, in Inbound, start time.Time, who 
 	// (unknown key, bad signature, revoked key): see docs/security.md.
 	stages := stageClock{g: g, ctx: ctx}
 	defer stages.done()
-	v, err := sig.Verify(stages.next(stageVerify), env, g.o.Keys, sig.VerifyOptions{Algorithms: g.o.Algorithms, Now: g.o.Now})
+	v, err := sig.Verify(stages.next(stageVerify), env, g.policy().Keys, sig.VerifyOptions{Algorithms: g.o.Algorithms, Now: g.o.Now})
 	stages.done()
 	if err != nil {
 		return g.unauthenticated(ctx, who, err)
@@ -511,13 +514,13 @@ func (g *Gateway) receive(ctx context.Context, in Inbound, start time.Time, who 
 		// The trace of the inbound traceparent.
 		call.TraceID = traceOf(ctx)
 	}
-	if g.o.Trust != nil {
-		if e := g.o.Trust.Check(actx, TrustQuery{Sender: from, KID: v.KeyID, Capability: call.Capability, Profile: rec.Profile}); e != nil {
+	if trust := g.policy().Trust; trust != nil {
+		if e := trust.Check(actx, TrustQuery{Sender: from, KID: v.KeyID, Capability: call.Capability, Profile: rec.Profile}); e != nil {
 			return fail(e)
 		}
 	}
 	requested := stringsOf(env["capabilities"])
-	scope := g.o.Grants[from]
+	scope := g.policy().Grants[from]
 	if g.o.Authorizer != nil {
 		grant, e := g.o.Authorizer.Authorize(actx, AuthzQuery{Sender: from, Recipient: g.o.Agent, Capabilities: requested,
 			Authorization: in.Authorization, DPoP: in.DPoP, Method: in.Method, URL: in.URL, Now: now})
@@ -538,7 +541,7 @@ func (g *Gateway) receive(ctx context.Context, in Inbound, start time.Time, who 
 	if len(effective) < len(requested) {
 		downgraded = effective
 	}
-	h, ok := g.o.Handlers[call.Capability]
+	h, ok := g.policy().Handlers[call.Capability]
 	if !ok {
 		return fail(&arsia.Error{Code: arsia.CodeNotFound, Description: "No handler serves " + quoteText(call.Capability) + "."})
 	}

@@ -402,7 +402,7 @@ func (g *Gateway) resumeOne(ctx context.Context, id string) error {
 			return err
 		}
 	}
-	h, ok := g.o.Handlers[call.Capability]
+	h, ok := g.policy().Handlers[call.Capability]
 	if !ok {
 		// Approved, but the configuration no longer serves it.
 		now := g.o.Now()
@@ -730,7 +730,7 @@ func (g *Gateway) reviewDue(mode string, now time.Time) (time.Time, bool) {
 
 // deliveries queues env for the sender's callback URL, if it has one.
 func (g *Gateway) deliveries(sender string, env json.RawMessage) []exchange.Delivery {
-	u, ok := g.o.Callbacks[sender]
+	u, ok := g.policy().Callbacks[sender]
 	if !ok || len(env) == 0 {
 		return nil
 	}

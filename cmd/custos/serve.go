@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sort"
 	"time"
 
 	"github.com/go-jose/go-jose/v4"
@@ -37,6 +38,7 @@ import (
 
 func newServeCommand() *cobra.Command {
 	var configFile string
+	var checkConfig bool
 	flags := map[string]*string{}
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -80,31 +82,27 @@ it by the same rule (--data, $CUSTOS_DATA, ./custos-data).`,
 					}
 				}
 			}
-			cfg := config.Default()
 			if configFile == "" {
 				configFile = os.Getenv("CUSTOS_CONFIG")
 			}
-			if configFile != "" {
-				if err := cfg.LoadFile(configFile); err != nil {
-					return err
-				}
-			}
-			if err := cfg.ApplyEnv(os.LookupEnv); err != nil {
-				return err
-			}
+			set := map[string]string{}
 			for key, v := range flags {
 				if cmd.Flags().Changed(key) {
-					if err := cfg.Set(key, *v); err != nil {
-						return usageError{err}
-					}
+					set[key] = *v
 				}
 			}
-			if err := cfg.Check(); err != nil {
+			load := func() (config.Config, error) { return loadServeConfig(configFile, os.Environ(), set) }
+			cfg, err := load()
+			if err != nil {
 				return err
 			}
-			return serve(cmd.Context(), cfg, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			if checkConfig {
+				return printCheckedConfig(cfg, cmd.OutOrStdout())
+			}
+			return serveReloading(cmd.Context(), cfg, load, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
+	cmd.Flags().BoolVar(&checkConfig, "check-config", false, "check the configuration, print it as it takes effect (secrets redacted) and exit: 0 when valid")
 	cmd.Flags().StringVar(&configFile, "config", "", "the YAML configuration file (default $CUSTOS_CONFIG)")
 	cmd.AddCommand(&cobra.Command{
 		Use:   "token",
@@ -131,6 +129,83 @@ all the gateway keeps.`,
 		flags[f.name] = cmd.Flags().String(f.name, "", f.usage)
 	}
 	return cmd
+}
+
+// loadServeConfig reads the configuration: the file (when not ""), then
+// the CUSTOS_* variables of environ, then the flags set, and checks it.
+func loadServeConfig(file string, environ []string, flags map[string]string) (config.Config, error) {
+	cfg := config.Default()
+	if file != "" {
+		if err := cfg.LoadFile(file); err != nil {
+			return cfg, err
+		}
+	}
+	if err := cfg.ApplyEnviron(environ); err != nil {
+		return cfg, err
+	}
+	keys := make([]string, 0, len(flags))
+	for k := range flags {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, key := range keys {
+		if err := cfg.Set(key, flags[key]); err != nil {
+			return cfg, usageError{err}
+		}
+	}
+	if err := cfg.Check(); err != nil {
+		return cfg, err
+	}
+	return cfg, nil
+}
+
+// printCheckedConfig checks what Check cannot without starting anything
+// (the listen address, the store locations, the handlers, the transport
+// limits, the notification channels' secrets) and prints cfg as it takes
+// effect, secrets redacted.
+func printCheckedConfig(cfg config.Config, out io.Writer) error {
+	var errs []error
+	if _, err := net.ResolveTCPAddr("tcp", cfg.Listen); err != nil {
+		errs = append(errs, fmt.Errorf("listen: %w", err))
+	}
+	if _, err := store.Parse(cfg.Store); err != nil {
+		errs = append(errs, fmt.Errorf("store: %w", err))
+	}
+	if cfg.AuditLog != "" {
+		if _, err := store.Parse(cfg.AuditLog); err != nil {
+			errs = append(errs, fmt.Errorf("audit_log: %w", err))
+		}
+	}
+	names := make([]string, 0, len(cfg.Handlers))
+	for name := range cfg.Handlers {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		h, err := newHandler(cfg.Handlers[name])
+		if err != nil {
+			errs = append(errs, fmt.Errorf("handlers.%s: %w", name, err))
+			continue
+		}
+		if c, ok := h.(io.Closer); ok {
+			_ = c.Close()
+		}
+	}
+	if _, err := newTransportLimits(cfg, slog.New(slog.DiscardHandler)); err != nil {
+		errs = append(errs, err)
+	}
+	if err := checkNotificationSecrets(cfg.Notifications); err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%w: %w", config.ErrConfig, errors.Join(errs...))
+	}
+	eff, err := cfg.Effective()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "# custos serve: the configuration is valid; as it takes effect (secrets redacted):\n%s", eff)
+	return nil
 }
 
 // serve runs the gateway described by cfg until ctx ends.
@@ -168,6 +243,8 @@ type server struct {
 	token    string
 	notifier *notify.Notifier
 	srv      *http.Server
+	// reload serialises configuration reloads and counts them.
+	reload *reloadState
 
 	// closers release what Open took; Close runs them last first.
 	closers []func()
@@ -299,7 +376,7 @@ func (s *server) open(ctx context.Context, errOut io.Writer) error {
 		logger.Info("tracing", "exporter", "otlp", "protocol", tracing.Protocol, "endpoint", tracing.Endpoint)
 	}
 	gw, err := gateway.New(gateway.Options{Tracer: tracer,
-		Agent: cfg.Agent, Signer: s.key.signer, KID: s.key.kid, Keys: keys, Trust: trust, Authorizer: authorizer, Grants: grants, Handlers: s.handlers,
+		Agent: cfg.Agent, Signer: s.key.signer, KID: s.key.kid, Keys: keys, Algorithms: nilIfEmpty(cfg.Trust.Algorithms), Trust: trust, Authorizer: authorizer, Grants: grants, Handlers: s.handlers,
 		Authority: s.auth, Exchanges: state.Exchanges, Audit: auditLog, ApprovalTTL: cfg.Oversight.TTL,
 		AllowSession: cfg.Oversight.AllowSession, ReviewWithin: cfg.Oversight.ReviewWithin, Callbacks: callbacks, Logger: logger,
 		RateLimit: gateway.RateLimit{PerSecond: cfg.RateLimit.PerSecond, Burst: cfg.RateLimit.Burst}, Limiter: state.Limiter, Units: state,
@@ -310,6 +387,10 @@ func (s *server) open(ctx context.Context, errOut io.Writer) error {
 		return err
 	}
 	s.gw = gw
+	if s.reload, err = newReloadState(gw.Metrics()); err != nil {
+		return err
+	}
+	s.release(func() { closeHandlers(s.reload.retired) })
 
 	// What the previous process recorded is vouched for before anything
 	// new (after a crash, its last records have no checkpoint yet).
@@ -416,6 +497,14 @@ func senderGrants(senders []config.Sender) (grants map[string][]string, callback
 		}
 	}
 	return grants, callbacks
+}
+
+// nilIfEmpty is nil for an empty list: the gateway's default.
+func nilIfEmpty(l []string) []string {
+	if len(l) == 0 {
+		return nil
+	}
+	return l
 }
 
 // URL is the base URL the server listens on.
@@ -570,23 +659,27 @@ func gatewayKey(dir, agent string) (gatewayKeyFile, error) {
 }
 
 func newHandler(h config.Handler) (handler.Handler, error) {
+	headers, err := h.HeaderValues()
+	if err != nil {
+		return nil, err
+	}
 	switch h.Type {
 	case "echo":
 		return handler.NewEcho(), nil
 	case "http":
-		return handler.NewHTTP(handler.HTTPConfig{URL: h.URL, Timeout: h.Timeout})
+		return handler.NewHTTP(handler.HTTPConfig{URL: h.URL, Timeout: h.Timeout, Headers: headers, MaxResponseBytes: h.MaxResponseBytes})
 	case "exec":
-		return handler.NewExec(handler.ExecConfig{Command: h.Command, Dir: h.Dir, Env: h.Env, Timeout: h.Timeout})
+		return handler.NewExec(handler.ExecConfig{Command: h.Command, Dir: h.Dir, Env: h.Env, Timeout: h.Timeout, MaxOutputBytes: h.MaxResponseBytes})
 	case "mcp":
 		// A stdio server is started on the first call, not here.
-		m, err := handler.NewMCP(handler.MCPConfig{Command: h.Command, Dir: h.Dir, Env: h.Env, URL: h.URL,
+		m, err := handler.NewMCP(handler.MCPConfig{Command: h.Command, Dir: h.Dir, Env: h.Env, URL: h.URL, Headers: headers,
 			Tools: h.Tools, Timeout: h.Timeout})
 		if err != nil {
 			return nil, err
 		}
 		return m, nil
 	case "a2a":
-		a, err := handler.NewA2A(handler.A2AConfig{URL: h.URL, Timeout: h.Timeout})
+		a, err := handler.NewA2A(handler.A2AConfig{URL: h.URL, Timeout: h.Timeout, Headers: headers, Poll: h.Poll, MaxResponseBytes: h.MaxResponseBytes})
 		if err != nil {
 			return nil, err
 		}
