@@ -49,8 +49,13 @@ so, runs the call through the configured handler, audits every step and
 answers with a signed reply.
 
 Settings come from --config FILE (YAML; see custos.example.yaml), then the
-CUSTOS_* environment variables, then the flags. On first run the data
-directory is created with the gateway's own Ed25519 key; later runs reuse it.
+CUSTOS_* environment variables (every setting has one: CUSTOS_ and its keys
+in upper case, nested keys joined by __, as CUSTOS_TOKENS__MODE), then the
+flags. --check-config checks them, prints the configuration as it takes
+effect with secrets redacted, and exits. SIGHUP reloads trust, senders,
+handlers, reviewers and roles without dropping connections or pending
+approvals (docs/configuration.md). On first run the data directory is
+created with the gateway's own Ed25519 key; later runs reuse it.
 
 The data directory is --data DIR, else $CUSTOS_DATA, else data: in the
 configuration, else ./custos-data; custos approvals and custos audit find
