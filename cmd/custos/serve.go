@@ -52,9 +52,9 @@ Settings come from --config FILE (YAML; see custos.example.yaml), then the
 CUSTOS_* environment variables (every setting has one: CUSTOS_ and its keys
 in upper case, nested keys joined by __, as CUSTOS_TOKENS__MODE), then the
 flags. --check-config checks them, prints the configuration as it takes
-effect with secrets redacted, and exits. SIGHUP reloads trust, senders,
-handlers, reviewers and roles without dropping connections or pending
-approvals (docs/configuration.md). On first run the data directory is
+effect with secrets redacted, and exits. SIGHUP, or an edit of the
+--config file, reloads trust, senders, handlers, reviewers and roles
+without dropping connections or pending approvals (docs/configuration.md). On first run the data directory is
 created with the gateway's own Ed25519 key; later runs reuse it.
 
 The data directory is --data DIR, else $CUSTOS_DATA, else data: in the
@@ -104,7 +104,7 @@ it by the same rule (--data, $CUSTOS_DATA, ./custos-data).`,
 			if checkConfig {
 				return printCheckedConfig(cfg, cmd.OutOrStdout())
 			}
-			return serveReloading(cmd.Context(), cfg, load, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			return serveReloading(cmd.Context(), cfg, load, configFile, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
 	cmd.Flags().BoolVar(&checkConfig, "check-config", false, "check the configuration, print it as it takes effect (secrets redacted) and exit: 0 when valid")

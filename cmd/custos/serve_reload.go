@@ -2,16 +2,20 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
 
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"sync"
 	"syscall"
+	"time"
 
+	"github.com/fsnotify/fsnotify"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/custos-runtime/custos/gateway"
@@ -80,18 +84,18 @@ func needsRestart(old, new config.Config) []string {
 // built first, and only when every one builds are they put in force.
 // Connections, event streams and pending approvals are untouched. It
 // returns the settings that differ but need a restart (left unchanged).
-func (s *server) Reload(cfg config.Config) (restart []string, err error) {
+func (s *server) Reload(cfg config.Config, trigger string) (restart []string, err error) {
 	s.reload.mu.Lock()
 	defer s.reload.mu.Unlock()
 	defer func() {
 		if err != nil {
 			s.reload.total.WithLabelValues("error").Inc()
-			s.logger.Error("configuration reload refused; the configuration in force is kept", "err", err)
+			s.logger.Error("configuration reload refused; the configuration in force is kept", "trigger", trigger, "err", err)
 			return
 		}
 		s.reload.total.WithLabelValues("ok").Inc()
 		s.reload.lastGood.SetToCurrentTime()
-		s.logger.Info("configuration reloaded", "needs_restart", restart)
+		s.logger.Info("configuration reloaded", "trigger", trigger, "needs_restart", restart)
 	}()
 	restart = needsRestart(s.cfg, cfg)
 
@@ -164,17 +168,17 @@ func (s *server) Reload(cfg config.Config) (restart []string, err error) {
 
 // ReloadFrom loads a configuration with load and reloads it; a
 // configuration that does not load is refused like one that does not
-// build, and counted.
-func (s *server) ReloadFrom(load func() (config.Config, error)) ([]string, error) {
+// build, and counted. trigger says why, for the log.
+func (s *server) ReloadFrom(load func() (config.Config, error), trigger string) ([]string, error) {
 	cfg, err := load()
 	if err != nil {
 		s.reload.mu.Lock()
 		s.reload.total.WithLabelValues("error").Inc()
 		s.reload.mu.Unlock()
-		s.logger.Error("configuration reload refused; the configuration in force is kept", "err", err)
+		s.logger.Error("configuration reload refused; the configuration in force is kept", "trigger", trigger, "err", err)
 		return nil, err
 	}
-	return s.Reload(cfg)
+	return s.Reload(cfg, trigger)
 }
 
 func closeHandlers(hs []handler.Handler) {
@@ -186,9 +190,9 @@ func closeHandlers(hs []handler.Handler) {
 }
 
 // serveReloading runs the gateway of cfg until ctx ends, reloading the
-// configuration load returns on every SIGHUP. (The file is not watched:
-// send SIGHUP after editing it.)
-func serveReloading(ctx context.Context, cfg config.Config, load func() (config.Config, error), out, errOut io.Writer) error {
+// configuration load returns on every SIGHUP and, when file is not "",
+// whenever that file's content changes.
+func serveReloading(ctx context.Context, cfg config.Config, load func() (config.Config, error), file string, out, errOut io.Writer) error {
 	s, err := openServer(ctx, cfg, out, errOut)
 	if err != nil {
 		return err
@@ -199,6 +203,14 @@ func serveReloading(ctx context.Context, cfg config.Config, load func() (config.
 	defer signal.Stop(hup)
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
+	changed := make(chan struct{}, 1)
+	var watching sync.WaitGroup
+	if file != "" {
+		if err := watchFile(runCtx, file, changed, &watching); err != nil {
+			// The signal still works; say so rather than fail.
+			s.logger.Warn("not watching the configuration file; send SIGHUP after editing it", "file", file, "err", err)
+		}
+	}
 	reloads := make(chan struct{})
 	go func() {
 		defer close(reloads)
@@ -207,7 +219,9 @@ func serveReloading(ctx context.Context, cfg config.Config, load func() (config.
 			case <-runCtx.Done():
 				return
 			case <-hup:
-				_, _ = s.ReloadFrom(load) // logged and counted
+				_, _ = s.ReloadFrom(load, "SIGHUP") // logged and counted
+			case <-changed:
+				_, _ = s.ReloadFrom(load, "file")
 			}
 		}
 	}()
@@ -215,5 +229,61 @@ func serveReloading(ctx context.Context, cfg config.Config, load func() (config.
 	err = s.Run(runCtx)
 	stop()
 	<-reloads
+	watching.Wait()
 	return err
+}
+
+// watchQuiet is how long the configuration file must stay unchanged after
+// an event before it is read: editors write a file in several steps.
+const watchQuiet = 200 * time.Millisecond
+
+// watchFile watches the directory of file (editors and Kubernetes
+// ConfigMaps replace a file rather than write it) and signals changed
+// once its content differs from the last seen, after watchQuiet without
+// events.
+func watchFile(ctx context.Context, file string, changed chan<- struct{}, wg *sync.WaitGroup) error {
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return err
+	}
+	if err := w.Add(filepath.Dir(file)); err != nil {
+		_ = w.Close()
+		return err
+	}
+	digest := func() [sha256.Size]byte {
+		b, _ := os.ReadFile(file)
+		return sha256.Sum256(b)
+	}
+	last := digest()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer w.Close()
+		var quiet <-chan time.Time
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case _, ok := <-w.Events:
+				if !ok {
+					return
+				}
+				quiet = time.After(watchQuiet)
+			case _, ok := <-w.Errors:
+				if !ok {
+					return
+				}
+			case <-quiet:
+				quiet = nil
+				if d := digest(); d != last {
+					last = d
+					select {
+					case changed <- struct{}{}:
+					default: // a reload is already due
+					}
+				}
+			}
+		}
+	}()
+	return nil
 }

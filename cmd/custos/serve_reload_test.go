@@ -164,7 +164,7 @@ func TestServeReload(t *testing.T) {
 	// Bob is trusted and granted after the reload; a reviewer is added.
 	token := "reviewer-token-0123456789"
 	write([]reloadAgent{alice, bob}, "reviewers:\n  - id: carol\n    token_sha256: \""+httpapi.TokenHash(token)+"\"\n")
-	if restart, err := s.ReloadFrom(load); err != nil || len(restart) != 0 {
+	if restart, err := s.ReloadFrom(load, "test"); err != nil || len(restart) != 0 {
 		t.Fatalf("reload: %v %v", restart, err)
 	}
 	if code, reply, _ := sendFrom(t, gb, bob.id, "demo.echo", ""); code != 200 {
@@ -181,7 +181,7 @@ func TestServeReload(t *testing.T) {
 
 	// Alice is removed: refused.
 	write([]reloadAgent{bob}, "")
-	if _, err := s.ReloadFrom(load); err != nil {
+	if _, err := s.ReloadFrom(load, "test"); err != nil {
 		t.Fatal(err)
 	}
 	if code, _, _ := sendFrom(t, ga, alice.id, "demo.echo", ""); code != 401 {
@@ -196,11 +196,11 @@ func TestServeReload(t *testing.T) {
 	if err := os.WriteFile(path, []byte(reloadConfig(data, up.URL, []reloadAgent{alice}, "handlers:\n  x.y:\n    type: bogus\n")), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.ReloadFrom(load); err == nil {
+	if _, err := s.ReloadFrom(load, "test"); err == nil {
 		t.Fatal("an invalid configuration was accepted")
 	}
 	write([]reloadAgent{alice}, "handlers:\n  demo.more:\n    type: http\n    url: \"https://[::1\"\n")
-	if _, err := s.ReloadFrom(load); err == nil {
+	if _, err := s.ReloadFrom(load, "test"); err == nil {
 		t.Fatal("a configuration whose handler does not build was accepted")
 	}
 	if code, _, _ := sendFrom(t, gb, bob.id, "demo.echo", ""); code != 200 {
@@ -219,7 +219,7 @@ func TestServeReload(t *testing.T) {
 		"listen: 127.0.0.1:0", "listen: 127.0.0.1:1", 1)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	restart, err := s.ReloadFrom(load)
+	restart, err := s.ReloadFrom(load, "test")
 	if err != nil || strings.Join(restart, ",") != "listen,public_url,max_body" {
 		t.Fatalf("needs restart: %v %v", restart, err)
 	}
@@ -282,7 +282,7 @@ func TestServeReloadUnderLoad(t *testing.T) {
 		if err := os.WriteFile(path, []byte(configs[i%2]), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.ReloadFrom(func() (config.Config, error) { return loadServeConfig(path, nil, nil) }); err != nil {
+		if _, err := s.ReloadFrom(func() (config.Config, error) { return loadServeConfig(path, nil, nil) }, "test"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -293,9 +293,10 @@ func TestServeReloadUnderLoad(t *testing.T) {
 	}
 }
 
-// TestServeSIGHUP sends this process a real SIGHUP while custos serve
-// runs in it: the signal.Notify path reloads the file.
-func TestServeSIGHUP(t *testing.T) {
+// TestServeReloadsOnFileChangeAndSIGHUP runs custos serve through its
+// command line: an edited configuration file is reloaded on its own, and
+// a real SIGHUP sent to this process reloads it through signal.Notify.
+func TestServeReloadsOnFileChangeAndSIGHUP(t *testing.T) {
 	g := startGateway(t, filepath.Join(t.TempDir(), "data"), nil)
 	defer func() { g.stop() }()
 	bob := newReloadAgent(t, "agent:acme.bob")
@@ -303,19 +304,32 @@ func TestServeSIGHUP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := strings.Replace(string(b), "  jwks_files: [", "  jwks_files: ["+bob.jwks+", ", 1)
-	cfg = strings.Replace(cfg, "senders:\n", "senders:\n  - agent: "+bob.id+"\n    capabilities: [\"demo.*\"]\n", 1)
-	if err := os.WriteFile(g.configPath, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
 	gb := &gatewayUnderTest{url: g.url, token: g.token, signer: bob.signer, kid: bob.kid, log: g.log}
 	if code, _, _ := sendFrom(t, gb, bob.id, "demo.echo", ""); code != 401 {
-		t.Fatalf("bob before SIGHUP: %d", code)
+		t.Fatalf("bob before the edit: %d", code)
+	}
+	cfg := strings.Replace(string(b), "  jwks_files: [", "  jwks_files: ["+bob.jwks+", ", 1)
+	cfg = strings.Replace(cfg, "senders:\n", "senders:\n  - agent: "+bob.id+"\n    capabilities: [\"demo.*\"]\n", 1)
+	// Written as editors do: a new file renamed over the old one.
+	tmp := g.configPath + ".new"
+	if err := os.WriteFile(tmp, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, g.configPath); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, g.log, "the reload of the edited file", func(s string) bool {
+		return strings.Contains(s, `msg="configuration reloaded" trigger=file`)
+	})
+	if code, reply, _ := sendFrom(t, gb, bob.id, "demo.echo", ""); code != 200 {
+		t.Fatalf("bob after the edit: %d %v", code, reply)
 	}
 	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, g.log, "the reload", func(s string) bool { return strings.Contains(s, "configuration reloaded") })
+	waitFor(t, g.log, "the reload on SIGHUP", func(s string) bool {
+		return strings.Contains(s, `msg="configuration reloaded" trigger=SIGHUP`)
+	})
 	if code, reply, _ := sendFrom(t, gb, bob.id, "demo.echo", ""); code != 200 {
 		t.Fatalf("bob after SIGHUP: %d %v", code, reply)
 	}
