@@ -243,6 +243,9 @@ type server struct {
 	auth     *aais.Authority
 	gw       *gateway.Gateway
 	handlers map[string]handler.Handler
+	// headers are the handlers' headers as resolved when they were built
+	// (a file: secret may have been rotated since).
+	headers  map[string]http.Header
 	reviewer *reviewerSurfaces
 	// token is the per-process administrator's API and login token.
 	token    string
@@ -355,10 +358,12 @@ func (s *server) open(ctx context.Context, errOut io.Writer) error {
 			}
 		}
 	})
+	s.headers = map[string]http.Header{}
 	for name, h := range cfg.Handlers {
 		if s.handlers[name], err = newHandler(h); err != nil {
 			return fmt.Errorf("handlers.%s: %w", name, err)
 		}
+		s.headers[name], _ = h.HeaderValues() // newHandler resolved them
 	}
 	grants, callbacks := senderGrants(cfg.Senders)
 	// Traces: off unless the configuration or the OTEL_* variables ask.

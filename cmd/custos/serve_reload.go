@@ -6,6 +6,7 @@ import (
 
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -103,15 +104,22 @@ func (s *server) Reload(cfg config.Config, trigger string) (restart []string, er
 	if err != nil {
 		return restart, err
 	}
-	handlers := map[string]handler.Handler{}
+	handlers, headers := map[string]handler.Handler{}, map[string]http.Header{}
 	var created, replaced []handler.Handler
 	fail := func(err error) ([]string, error) {
 		closeHandlers(created)
 		return restart, err
 	}
 	for name, h := range cfg.Handlers {
-		if old, ok := s.cfg.Handlers[name]; ok && reflect.DeepEqual(old, h) {
-			handlers[name] = s.handlers[name] // unchanged: the same process or session
+		hdr, err := h.HeaderValues()
+		if err != nil {
+			return fail(fmt.Errorf("handlers.%s: %w", name, err))
+		}
+		headers[name] = hdr
+		// Unchanged, its secrets included (a file: secret may have been
+		// rotated): the same process or session.
+		if old, ok := s.cfg.Handlers[name]; ok && reflect.DeepEqual(old, h) && reflect.DeepEqual(s.headers[name], hdr) {
+			handlers[name] = s.handlers[name]
 			continue
 		}
 		nh, err := newHandler(h)
@@ -145,7 +153,7 @@ func (s *server) Reload(cfg config.Config, trigger string) (restart []string, er
 	if n := s.reviewer.sessions.EndSessionsExcept(func(id string) bool { return ids[id] }); n > 0 {
 		s.logger.Info("signed out the sessions of reviewers no longer configured", "count", n)
 	}
-	s.handlers = handlers
+	s.handlers, s.headers = handlers, headers
 	s.reload.retired = append(s.reload.retired, replaced...)
 
 	next := s.cfg

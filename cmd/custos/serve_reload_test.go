@@ -420,3 +420,40 @@ func TestServeCheckConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestServeReloadRotatedSecretFile: a handler whose configuration is
+// unchanged but whose file: secret was rotated is rebuilt by a reload.
+func TestServeReloadRotatedSecretFile(t *testing.T) {
+	var seen atomic.Value
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen.Store(r.Header.Get("Authorization"))
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"ok":true}`)
+	}))
+	defer up.Close()
+	alice := newReloadAgent(t, "agent:acme.alice")
+	secret := filepath.Join(t.TempDir(), "upstream-token")
+	if err := os.WriteFile(secret, []byte("Bearer first\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "custos.yaml")
+	cfg := reloadConfig(filepath.Join(t.TempDir(), "data"), up.URL, []reloadAgent{alice}, "") +
+		"    headers:\n      Authorization: file:" + secret + "\n"
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, log := openReloadServer(t, path)
+	ga := as(s, alice, log)
+	if code, reply, _ := sendFrom(t, ga, alice.id, "billing.invoice.create", ""); code != 200 || seen.Load() != "Bearer first" {
+		t.Fatalf("before: %d %v, upstream saw %v", code, reply, seen.Load())
+	}
+	if err := os.WriteFile(secret, []byte("Bearer second\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ReloadFrom(func() (config.Config, error) { return loadServeConfig(path, nil, nil) }, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if code, reply, _ := sendFrom(t, ga, alice.id, "billing.invoice.create", ""); code != 200 || seen.Load() != "Bearer second" {
+		t.Fatalf("after: %d %v, upstream saw %v", code, reply, seen.Load())
+	}
+}
