@@ -50,13 +50,13 @@ func (g *Gateway) authorize(ctx context.Context, a *admission, who *requestInfo)
 		// The trace of the inbound traceparent.
 		call.TraceID = traceOf(ctx)
 	}
-	if g.o.Trust != nil {
-		if e := g.o.Trust.Check(actx, TrustQuery{Sender: a.from, KID: a.kid, Capability: call.Capability, Profile: a.rec.Profile}); e != nil {
+	if trust := g.policy().Trust; trust != nil {
+		if e := trust.Check(actx, TrustQuery{Sender: a.from, KID: a.kid, Capability: call.Capability, Profile: a.rec.Profile}); e != nil {
 			return nil, e
 		}
 	}
 	requested := stringsOf(a.env["capabilities"])
-	scope := g.o.Grants[a.from]
+	scope := g.policy().Grants[a.from]
 	if g.o.Authorizer != nil {
 		in := a.in
 		grant, e := g.o.Authorizer.Authorize(actx, AuthzQuery{Sender: a.from, Recipient: g.o.Agent, Capabilities: requested,
@@ -78,7 +78,7 @@ func (g *Gateway) authorize(ctx context.Context, a *admission, who *requestInfo)
 	if len(effective) < len(requested) {
 		au.downgraded = effective
 	}
-	h, ok := g.o.Handlers[call.Capability]
+	h, ok := g.policy().Handlers[call.Capability]
 	if !ok {
 		return nil, &arsia.Error{Code: arsia.CodeNotFound, Description: "No handler serves " + quoteText(call.Capability) + "."}
 	}

@@ -175,6 +175,8 @@ type Gateway struct {
 	// whose call a goroutine of it is running or recording.
 	running sync.Map
 	metrics metrics
+	// live is the policy in force (SetPolicy).
+	live atomic.Pointer[Policy]
 	// tracer is nil when tracing is off.
 	tracer trace.Tracer
 	// logSample counts unauthenticated refusals, for sampled logging.
@@ -240,6 +242,7 @@ func New(o Options) (*Gateway, error) {
 		lim = NewMemoryRateLimiter(o.RateLimit)
 	}
 	g := &Gateway{o: o, limiter: lim}
+	g.live.Store(&Policy{Keys: o.Keys, Trust: o.Trust, Grants: o.Grants, Handlers: o.Handlers, Callbacks: o.Callbacks})
 	if o.Tracer != nil {
 		g.tracer = o.Tracer.Tracer(tracerName)
 	}

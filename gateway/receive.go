@@ -159,7 +159,7 @@ func (g *Gateway) identify(ctx context.Context, in Inbound, start time.Time, who
 		return ctx, nil, Reply{Status: 400, Problem: asc.Errorf(asc.InvalidRequest, asc.ScopeTask, "The envelope names no valid sender.")}
 	}
 	stages := &stageClock{g: g, ctx: ctx}
-	v, err := sig.Verify(stages.next(stageVerify), env, g.o.Keys, sig.VerifyOptions{Algorithms: g.o.Algorithms, Now: g.o.Now})
+	v, err := sig.Verify(stages.next(stageVerify), env, g.policy().Keys, sig.VerifyOptions{Algorithms: g.o.Algorithms, Now: g.o.Now})
 	stages.done()
 	if err != nil {
 		return ctx, nil, g.unauthenticated(ctx, who, err)

@@ -76,7 +76,7 @@ func resultUnknown(what string) *arsia.Error {
 
 // deliveries queues env for the sender's callback URL, if it has one.
 func (g *Gateway) deliveries(sender string, env json.RawMessage) []exchange.Delivery {
-	u, ok := g.o.Callbacks[sender]
+	u, ok := g.policy().Callbacks[sender]
 	if !ok || len(env) == 0 {
 		return nil
 	}

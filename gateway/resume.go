@@ -206,7 +206,7 @@ func (g *Gateway) resumeOne(ctx context.Context, id string) error {
 			return err
 		}
 	}
-	h, ok := g.o.Handlers[call.Capability]
+	h, ok := g.policy().Handlers[call.Capability]
 	if !ok {
 		// Approved, but the configuration no longer serves it.
 		now := g.o.Now()

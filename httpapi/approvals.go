@@ -43,6 +43,8 @@ var ErrUnauthenticated = errors.New("httpapi: not authenticated")
 // It keeps only the SHA-256 of each token and compares in constant time.
 type Tokens struct {
 	byHash map[[sha256.Size]byte]aais.Actor
+	// swapped, once set, replaces byHash (Replace).
+	swapped atomic.Pointer[map[[sha256.Size]byte]aais.Actor]
 }
 
 // TokenHash is the form a token is kept in: "sha256:" + hex(SHA-256(token)).

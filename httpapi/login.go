@@ -33,7 +33,7 @@ func (t *Tokens) lookup(token string) (aais.Actor, bool) {
 	sum := sha256.Sum256([]byte(token))
 	var found aais.Actor
 	matched := 0
-	for h, a := range t.byHash {
+	for h, a := range t.table() {
 		if subtle.ConstantTimeCompare(h[:], sum[:]) == 1 {
 			found, matched = a, 1
 		}
@@ -200,6 +200,7 @@ func (u *reviewerUI) logout(w http.ResponseWriter, r *http.Request) {
 
 // roles returns id's role names.
 func (p *Policy) roles(id string) []string {
+	p = p.current()
 	out := []string{}
 	if p != nil {
 		out = append(out, p.Grants[id]...)

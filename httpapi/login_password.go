@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 
 	"golang.org/x/crypto/argon2"
 	"golang.org/x/crypto/bcrypt"
@@ -118,9 +119,11 @@ type PasswordEntry struct {
 // Passwords verifies reviewers' passwords against their hashes. At most a
 // few verifications run at once: each costs memory (argon2id) or CPU.
 type Passwords struct {
-	byID  map[string]PasswordEntry
-	dummy string
-	slots chan struct{}
+	byID map[string]PasswordEntry
+	// swapped, once set, replaces byID (Replace).
+	swapped atomic.Pointer[map[string]PasswordEntry]
+	dummy   string
+	slots   chan struct{}
 }
 
 // NewPasswords builds a Passwords; every entry needs an actor id and type
@@ -149,12 +152,12 @@ func NewPasswords(entries []PasswordEntry) (*Passwords, error) {
 // costs as much as a wrong password, so timing does not tell which ids
 // exist.
 func (p *Passwords) Verify(id, password string) (aais.Actor, bool) {
-	if p == nil || len(p.byID) == 0 {
+	if p == nil || len(p.table()) == 0 {
 		return aais.Actor{}, false
 	}
 	p.slots <- struct{}{}
 	defer func() { <-p.slots }()
-	e, ok := p.byID[id]
+	e, ok := p.table()[id]
 	if !ok {
 		verifyPassword(p.dummy, password)
 		return aais.Actor{}, false

@@ -7,6 +7,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"unicode/utf8"
 
 	"github.com/custos-runtime/custos/aais"
@@ -78,6 +79,8 @@ type Policy struct {
 	// JustificationRequired are the profiles whose approvals must carry a
 	// justification (decision extension JustificationExtension).
 	JustificationRequired []string
+	// swapped, once set, is the policy in force (Replace).
+	swapped atomic.Pointer[Policy]
 }
 
 // Permission is what a reviewer may do with one request.
@@ -163,6 +166,7 @@ func requestSubject(req *aais.Request) subject {
 
 // Permission returns what actor may do with req.
 func (p *Policy) Permission(actor aais.Actor, req *aais.Request) Permission {
+	p = p.current()
 	return p.permission(actor, requestSubject(req))
 }
 
@@ -171,6 +175,7 @@ func (p *Policy) Permission(actor aais.Actor, req *aais.Request) Permission {
 // separation of duties nobody who took part in it (requested, submitted,
 // proposed its arguments) may approve it.
 func (p *Policy) permission(actor aais.Actor, s subject) Permission {
+	p = p.current()
 	perm := Permission{Decide: true, Approve: true, Edit: true, Profile: s.profile, Roles: []string{}}
 	if p == nil {
 		return perm
@@ -213,6 +218,7 @@ func (p *Policy) permission(actor aais.Actor, s subject) Permission {
 // when actor may make decision d on req, otherwise an error saying why
 // (its ASC code is PERMISSION_DENIED or INVALID_REQUEST).
 func (p *Policy) Check(actor aais.Actor, req *aais.Request, d *aais.Decision) error {
+	p = p.current()
 	if f := p.check(actor, req, d); f != nil {
 		return fmt.Errorf("%s: %s", f.code.Name(), f.detail)
 	}
@@ -222,6 +228,7 @@ func (p *Policy) Check(actor aais.Actor, req *aais.Request, d *aais.Decision) er
 // check is the policy check every decision passes before the authority
 // sees it; nil means the decision may go ahead.
 func (p *Policy) check(actor aais.Actor, req *aais.Request, d *aais.Decision) *failure {
+	p = p.current()
 	perm := p.Permission(actor, req)
 	if !perm.Decide || (d.Decision == aais.Approve && !perm.Approve) {
 		return &failure{http.StatusForbidden, asc.PermissionDenied, perm.Reason}
@@ -241,6 +248,7 @@ func (p *Policy) check(actor aais.Actor, req *aais.Request, d *aais.Decision) *f
 // req): whoever may decide a request may propose, with a justification
 // where the profile requires one for approvals.
 func (p *Policy) editCheck(actor aais.Actor, req *aais.Request, justification string) *failure {
+	p = p.current()
 	perm := p.Permission(actor, req)
 	if !perm.Edit {
 		return &failure{http.StatusForbidden, asc.PermissionDenied, perm.Reason}
@@ -256,6 +264,7 @@ func (p *Policy) editCheck(actor aais.Actor, req *aais.Request, justification st
 // /approvals/requests/{id}/withdraw): the caller submitted req, or may
 // decide it (a withdrawal cancels it, which they could do by deciding).
 func (p *Policy) withdrawCheck(actor aais.Actor, req *aais.Request) *failure {
+	p = p.current()
 	if sub, ok := Submitter(req); ok && actor.ID != "" && sub.ID == actor.ID && sub.Type == actor.Type {
 		return nil
 	}
@@ -271,6 +280,7 @@ func (p *Policy) withdrawCheck(actor aais.Actor, req *aais.Request) *failure {
 // request it came from (req; nil when that request is no longer known,
 // and then only a role granting everything covers it).
 func (p *Policy) revokeCheck(actor aais.Actor, rule *aais.Rule, req *aais.Request) *failure {
+	p = p.current()
 	if p == nil || len(p.Roles) == 0 || (actor.ID != "" && rule.Actor.ID == actor.ID) {
 		return nil
 	}
@@ -297,6 +307,7 @@ type ReviewSubject struct {
 // the call themselves; the first verdict is final, so the sender may
 // give none).
 func (p *Policy) ReviewPermission(actor aais.Actor, s ReviewSubject) Permission {
+	p = p.current()
 	var who []string
 	if s.Sender != "" {
 		who = []string{s.Sender}
@@ -311,6 +322,7 @@ func (p *Policy) ReviewPermission(actor aais.Actor, s ReviewSubject) Permission 
 
 // reviewCheck is the policy check of a post-execution review verdict.
 func (p *Policy) reviewCheck(actor aais.Actor, s ReviewSubject, accepted bool, justification string) *failure {
+	p = p.current()
 	perm := p.ReviewPermission(actor, s)
 	if !perm.Decide || !perm.Approve {
 		return &failure{http.StatusForbidden, asc.PermissionDenied, perm.Reason}

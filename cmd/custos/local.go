@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
@@ -10,7 +9,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 
 	"github.com/go-jose/go-jose/v4"
@@ -44,38 +42,24 @@ func localAgent(dir, agent string) (signer sig.Signer, kid, jwksPath string, err
 	return signer, kid, jwksPath, os.WriteFile(jwksPath, jwks, 0o600)
 }
 
-var (
-	listeningRE = regexp.MustCompile(`listening on (http://\S+)`)
-	tokenRE     = regexp.MustCompile(`Bearer ([0-9a-f]+)`)
-)
-
-// startLocalGateway runs serve(cfg) in the background until stop is called,
-// and returns its base URL and reviewer token once it listens. stop returns
-// serve's error.
+// startLocalGateway opens the server cfg describes and runs it in the
+// background until stop is called; it returns its base URL and reviewer
+// token. stop returns Run's error.
 func startLocalGateway(ctx context.Context, cfg config.Config) (base, token string, stop func() error, err error) {
+	s, err := openServer(ctx, cfg, io.Discard, io.Discard)
+	if err != nil {
+		return "", "", nil, fmt.Errorf("the gateway did not start: %w", err)
+	}
 	gctx, cancel := context.WithCancel(ctx)
-	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		done <- serve(gctx, cfg, pw, io.Discard)
-		pw.Close()
+		err := s.Run(gctx)
+		s.Close()
+		done <- err
 	}()
-	var banner strings.Builder
-	sc := bufio.NewScanner(pr)
-	for sc.Scan() {
-		banner.WriteString(sc.Text() + "\n")
-		if strings.Contains(sc.Text(), "CLI: ") {
-			break
-		}
-	}
-	go func() { _, _ = io.Copy(io.Discard, pr) }()
 	stop = func() error {
 		cancel()
 		return <-done
 	}
-	m, t := listeningRE.FindStringSubmatch(banner.String()), tokenRE.FindStringSubmatch(banner.String())
-	if m == nil || t == nil {
-		return "", "", nil, fmt.Errorf("the gateway did not start: %v\n%s", stop(), banner.String())
-	}
-	return m[1], t[1], stop, nil
+	return s.URL(), s.token, stop, nil
 }

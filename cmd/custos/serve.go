@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sort"
 	"time"
 
 	"github.com/go-jose/go-jose/v4"
@@ -30,12 +31,14 @@ import (
 	"github.com/custos-runtime/custos/httpapi"
 	"github.com/custos-runtime/custos/internal/flock"
 	"github.com/custos-runtime/custos/internal/telemetry"
+	"github.com/custos-runtime/custos/notify"
 	"github.com/custos-runtime/custos/store"
 	"github.com/custos-runtime/custos/store/pgratelimit"
 )
 
 func newServeCommand() *cobra.Command {
 	var configFile string
+	var checkConfig bool
 	flags := map[string]*string{}
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -46,8 +49,13 @@ so, runs the call through the configured handler, audits every step and
 answers with a signed reply.
 
 Settings come from --config FILE (YAML; see custos.example.yaml), then the
-CUSTOS_* environment variables, then the flags. On first run the data
-directory is created with the gateway's own Ed25519 key; later runs reuse it.
+CUSTOS_* environment variables (every setting has one: CUSTOS_ and its keys
+in upper case, nested keys joined by __, as CUSTOS_TOKENS__MODE), then the
+flags. --check-config checks them, prints the configuration as it takes
+effect with secrets redacted, and exits. SIGHUP, or an edit of the
+--config file, reloads trust, senders, handlers, reviewers and roles
+without dropping connections or pending approvals (docs/configuration.md). On first run the data directory is
+created with the gateway's own Ed25519 key; later runs reuse it.
 
 The data directory is --data DIR, else $CUSTOS_DATA, else data: in the
 configuration, else ./custos-data; custos approvals and custos audit find
@@ -79,31 +87,27 @@ it by the same rule (--data, $CUSTOS_DATA, ./custos-data).`,
 					}
 				}
 			}
-			cfg := config.Default()
 			if configFile == "" {
 				configFile = os.Getenv("CUSTOS_CONFIG")
 			}
-			if configFile != "" {
-				if err := cfg.LoadFile(configFile); err != nil {
-					return err
-				}
-			}
-			if err := cfg.ApplyEnv(os.LookupEnv); err != nil {
-				return err
-			}
+			set := map[string]string{}
 			for key, v := range flags {
 				if cmd.Flags().Changed(key) {
-					if err := cfg.Set(key, *v); err != nil {
-						return usageError{err}
-					}
+					set[key] = *v
 				}
 			}
-			if err := cfg.Check(); err != nil {
+			load := func() (config.Config, error) { return loadServeConfig(configFile, os.Environ(), set) }
+			cfg, err := load()
+			if err != nil {
 				return err
 			}
-			return serve(cmd.Context(), cfg, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			if checkConfig {
+				return printCheckedConfig(cfg, cmd.OutOrStdout())
+			}
+			return serveReloading(cmd.Context(), cfg, load, configFile, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
+	cmd.Flags().BoolVar(&checkConfig, "check-config", false, "check the configuration, print it as it takes effect (secrets redacted) and exit: 0 when valid")
 	cmd.Flags().StringVar(&configFile, "config", "", "the YAML configuration file (default $CUSTOS_CONFIG)")
 	cmd.AddCommand(&cobra.Command{
 		Use:   "token",
@@ -132,20 +136,175 @@ all the gateway keeps.`,
 	return cmd
 }
 
+// loadServeConfig reads the configuration: the file (when not ""), then
+// the CUSTOS_* variables of environ, then the flags set, and checks it.
+func loadServeConfig(file string, environ []string, flags map[string]string) (config.Config, error) {
+	cfg := config.Default()
+	if file != "" {
+		if err := cfg.LoadFile(file); err != nil {
+			return cfg, err
+		}
+	}
+	if err := cfg.ApplyEnviron(environ); err != nil {
+		return cfg, err
+	}
+	keys := make([]string, 0, len(flags))
+	for k := range flags {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, key := range keys {
+		if err := cfg.Set(key, flags[key]); err != nil {
+			return cfg, usageError{err}
+		}
+	}
+	if err := cfg.Check(); err != nil {
+		return cfg, err
+	}
+	return cfg, nil
+}
+
+// printCheckedConfig checks what Check cannot without starting anything
+// (the listen address, the store locations, the handlers, the transport
+// limits, the notification channels' secrets) and prints cfg as it takes
+// effect, secrets redacted.
+func printCheckedConfig(cfg config.Config, out io.Writer) error {
+	var errs []error
+	if _, err := net.ResolveTCPAddr("tcp", cfg.Listen); err != nil {
+		errs = append(errs, fmt.Errorf("listen: %w", err))
+	}
+	if _, err := store.Parse(cfg.Store); err != nil {
+		errs = append(errs, fmt.Errorf("store: %w", err))
+	}
+	if cfg.AuditLog != "" {
+		if _, err := store.Parse(cfg.AuditLog); err != nil {
+			errs = append(errs, fmt.Errorf("audit_log: %w", err))
+		}
+	}
+	names := make([]string, 0, len(cfg.Handlers))
+	for name := range cfg.Handlers {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		h, err := newHandler(cfg.Handlers[name])
+		if err != nil {
+			errs = append(errs, fmt.Errorf("handlers.%s: %w", name, err))
+			continue
+		}
+		if c, ok := h.(io.Closer); ok {
+			_ = c.Close()
+		}
+	}
+	if _, err := newTransportLimits(cfg, slog.New(slog.DiscardHandler)); err != nil {
+		errs = append(errs, err)
+	}
+	if err := checkNotificationSecrets(cfg.Notifications); err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%w: %w", config.ErrConfig, errors.Join(errs...))
+	}
+	eff, err := cfg.Effective()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "# custos serve: the configuration is valid; as it takes effect (secrets redacted):\n%s", eff)
+	return nil
+}
+
 // serve runs the gateway described by cfg until ctx ends.
 func serve(ctx context.Context, cfg config.Config, out, errOut io.Writer) error {
-	var level slog.Handler = slog.NewTextHandler(errOut, nil)
-	if cfg.LogFormat == "json" {
-		level = slog.NewJSONHandler(errOut, nil)
+	s, err := openServer(ctx, cfg, out, errOut)
+	if err != nil {
+		return err
 	}
-	logger := slog.New(level)
+	s.printBanner()
+	err = s.Run(ctx)
+	s.Close()
+	return err
+}
+
+// server is one custos serve process: Open builds everything the
+// configuration describes (the listener, the data directory's lock and
+// key, the state, the gateway and its HTTP surfaces), Run serves until its
+// context ends, and Close releases what Open took, in the reverse order.
+type server struct {
+	cfg    config.Config
+	out    io.Writer
+	logger *slog.Logger
+	// logHandler also receives the HTTP server's own errors.
+	logHandler slog.Handler
+
+	ln net.Listener
+	// derivedURL: the public URL was derived from the listen address
+	// (with the port the listener chose).
+	derivedURL bool
+	key        gatewayKeyFile
+	loc        store.Location
+	state      *store.State
+	auth       *aais.Authority
+	gw         *gateway.Gateway
+	handlers   map[string]handler.Handler
+	// headers are the handlers' headers as resolved when they were built
+	// (a file: secret may have been rotated since).
+	headers  map[string]http.Header
+	reviewer *reviewerSurfaces
+	// token is the per-process administrator's API and login token.
+	token    string
+	notifier *notify.Notifier
+	// escalator reminds, escalates and ends approvals nobody decided (nil
+	// without escalation policies).
+	escalator *notify.Escalator
+	auditLog  *audit.Log
+	srv       *http.Server
+	// reload serialises configuration reloads and counts them.
+	reload *reloadState
+
+	// closers release what Open took; Close runs them last first.
+	closers []func()
+}
+
+// openServer builds the server cfg (checked) describes. On error it has
+// released whatever it took.
+func openServer(ctx context.Context, cfg config.Config, out, errOut io.Writer) (_ *server, err error) {
+	s := &server{cfg: cfg, out: out}
+	defer func() {
+		if err != nil {
+			s.Close()
+		}
+	}()
+	if err := s.open(ctx, errOut); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// release adds f to what Close runs.
+func (s *server) release(f func()) { s.closers = append(s.closers, f) }
+
+func (s *server) open(ctx context.Context, errOut io.Writer) error {
+	cfg := s.cfg
+	s.logHandler = slog.NewTextHandler(errOut, nil)
+	if cfg.LogFormat == "json" {
+		s.logHandler = slog.NewJSONHandler(errOut, nil)
+	}
+	logger := slog.New(s.logHandler)
+	s.logger = logger
 	// The address first: a port in use fails here, before the data
 	// directory, the key and the state are created.
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("%w (is another process on it? choose another address with --listen or $CUSTOS_LISTEN)", err)
 	}
-	defer ln.Close()
+	s.ln = ln
+	s.release(func() { _ = ln.Close() })
+	if s.cfg.PublicURL == "http://"+s.cfg.Listen {
+		// Derived from the listen address, which may have named port 0:
+		// senders and the discovery document need the port chosen.
+		s.cfg.PublicURL, s.derivedURL = "http://"+ln.Addr().String(), true
+		cfg = s.cfg
+	}
 	if err := os.MkdirAll(cfg.Data, 0o700); err != nil {
 		return err
 	}
@@ -158,19 +317,17 @@ func serve(ctx context.Context, cfg config.Config, out, errOut io.Writer) error 
 	if err != nil {
 		return err
 	}
-	defer lock.Close()
-	signer, pub, kid, created, err := gatewayKey(cfg.Data, cfg.Agent)
-	if err != nil {
+	s.release(func() { _ = lock.Close() })
+	if s.key, err = gatewayKey(cfg.Data, cfg.Agent); err != nil {
 		return err
 	}
 
-	loc, err := store.Parse(cfg.Store)
-	if err != nil {
+	if s.loc, err = store.Parse(cfg.Store); err != nil {
 		return err
 	}
 	so := &store.StateOptions{DataDir: cfg.Data, Logger: logger,
 		RateLimit: pgratelimit.Rate{PerSecond: cfg.RateLimit.PerSecond, Burst: cfg.RateLimit.Burst}}
-	if loc.Kind == store.KindPostgres {
+	if s.loc.Kind == store.KindPostgres {
 		// Replicas recognise their own claims by name; a gateway alone on
 		// its state recovers every interrupted claim.
 		so.Instance = cfg.Instance
@@ -180,19 +337,19 @@ func serve(ctx context.Context, cfg config.Config, out, errOut io.Writer) error 
 			return fmt.Errorf("audit_log: %w", err)
 		}
 	}
-	state, err := store.Open(ctx, loc, so)
+	state, err := store.Open(ctx, s.loc, so)
 	if err != nil {
 		return err
 	}
-	defer state.Close()
+	s.state = state
+	s.release(func() { _ = state.Close() })
 	st := state.Approvals
-	auth, err := aais.NewAuthority(st, &aais.AuthorityOptions{Stream: cfg.Agent})
-	if err != nil {
+	if s.auth, err = aais.NewAuthority(st, &aais.AuthorityOptions{Stream: cfg.Agent}); err != nil {
 		return err
 	}
 	auditLog := audit.New(state.Audit, &audit.Options{Retention: audit.ProfileRetention(nil, 0)})
-	defer auditLog.Close()
-	xs := state.Exchanges
+	s.release(func() { _ = auditLog.Close() })
+	s.auditLog = auditLog
 	instance, lease := "", time.Duration(0)
 	if state.Shared {
 		instance, lease = state.Instance, gateway.DefaultClaimLease
@@ -206,27 +363,23 @@ func serve(ctx context.Context, cfg config.Config, out, errOut io.Writer) error 
 	if err != nil {
 		return err
 	}
-	handlers := map[string]handler.Handler{}
-	defer func() {
+	s.handlers = map[string]handler.Handler{}
+	s.release(func() {
 		// MCP handlers keep a server process or session open.
-		for _, h := range handlers {
+		for _, h := range s.handlers {
 			if c, ok := h.(io.Closer); ok {
 				_ = c.Close()
 			}
 		}
-	}()
+	})
+	s.headers = map[string]http.Header{}
 	for name, h := range cfg.Handlers {
-		if handlers[name], err = newHandler(h); err != nil {
+		if s.handlers[name], err = newHandler(h); err != nil {
 			return fmt.Errorf("handlers.%s: %w", name, err)
 		}
+		s.headers[name], _ = h.HeaderValues() // newHandler resolved them
 	}
-	grants, callbacks := map[string][]string{}, map[string]string{}
-	for _, s := range cfg.Senders {
-		grants[s.Agent] = append(grants[s.Agent], s.Capabilities...)
-		if s.CallbackURL != "" {
-			callbacks[s.Agent] = s.CallbackURL
-		}
-	}
+	grants, callbacks := senderGrants(cfg.Senders)
 	// Traces: off unless the configuration or the OTEL_* variables ask.
 	tc := cfg.Tracing.Telemetry()
 	tc.Version, _, _ = buildVersion()
@@ -234,21 +387,21 @@ func serve(ctx context.Context, cfg config.Config, out, errOut io.Writer) error 
 	if err != nil {
 		return err
 	}
-	defer func() {
+	s.release(func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		if err := tracing.Shutdown(sctx); err != nil {
 			logger.Warn("flushing traces", "err", err)
 		}
-	}()
+	})
 	var tracer trace.TracerProvider
 	if tracing.Provider != nil {
 		tracer = tracing.Provider
 		logger.Info("tracing", "exporter", "otlp", "protocol", tracing.Protocol, "endpoint", tracing.Endpoint)
 	}
 	gw, err := gateway.New(gateway.Options{Tracer: tracer,
-		Agent: cfg.Agent, Signer: signer, KID: kid, Keys: keys, Trust: trust, Authorizer: authorizer, Grants: grants, Handlers: handlers,
-		Authority: auth, Exchanges: xs, Audit: auditLog, ApprovalTTL: cfg.Oversight.TTL,
+		Agent: cfg.Agent, Signer: s.key.signer, KID: s.key.kid, Keys: keys, Algorithms: nilIfEmpty(cfg.Trust.Algorithms), Trust: trust, Authorizer: authorizer, Grants: grants, Handlers: s.handlers,
+		Authority: s.auth, Exchanges: state.Exchanges, Audit: auditLog, ApprovalTTL: cfg.Oversight.TTL,
 		AllowSession: cfg.Oversight.AllowSession, ReviewWithin: cfg.Oversight.ReviewWithin, Callbacks: callbacks, Logger: logger,
 		RateLimit: gateway.RateLimit{PerSecond: cfg.RateLimit.PerSecond, Burst: cfg.RateLimit.Burst}, Limiter: state.Limiter, Units: state,
 		ClaimLease: lease, CheckpointEvery: checkpointEvery,
@@ -257,6 +410,11 @@ func serve(ctx context.Context, cfg config.Config, out, errOut io.Writer) error 
 	if err != nil {
 		return err
 	}
+	s.gw = gw
+	if s.reload, err = newReloadState(gw.Metrics()); err != nil {
+		return err
+	}
+	s.release(func() { closeHandlers(s.reload.retired) })
 
 	// What the previous process recorded is vouched for before anything
 	// new (after a crash, its last records have no checkpoint yet).
@@ -270,13 +428,21 @@ func serve(ctx context.Context, cfg config.Config, out, errOut io.Writer) error 
 	} else if n > 0 {
 		logger.Warn("ended interrupted exchanges with an unknown result", "count", n)
 	}
+	return s.openHTTP()
+}
 
-	jwks, err := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{pub}})
+// openHTTP builds the HTTP surfaces: the inbox and discovery, the
+// reviewers' endpoints, the notification channels, and the server with
+// the transport limits in front of them all.
+func (s *server) openHTTP() error {
+	cfg, logger, auth, gw := s.cfg, s.logger, s.auth, s.gw
+	st := s.state.Approvals
+	jwks, err := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{s.key.public}})
 	if err != nil {
 		return err
 	}
 	var caps []string
-	for name := range handlers {
+	for name := range s.handlers {
 		caps = append(caps, name)
 	}
 	ver, _, _ := buildVersion()
@@ -303,6 +469,7 @@ func serve(ctx context.Context, cfg config.Config, out, errOut io.Writer) error 
 	if err != nil {
 		return err
 	}
+	s.reviewer, s.token = reviewerUI, token
 	mux := http.NewServeMux()
 	reviewerUI.mount(mux)
 	// Harnesses outside the gateway (custos mcp-proxy with a remote
@@ -330,54 +497,60 @@ func serve(ctx context.Context, cfg config.Config, out, errOut io.Writer) error 
 	}
 	mux.Handle(agui.ResumePath, resume)
 	// Notification channels: announcements out, signed decisions back.
-	notifier, err := newNotifications(cfg, auth, reviewerUI, mux, logger)
-	if err != nil {
+	if s.notifier, err = newNotifications(cfg, auth, reviewerUI, mux, logger); err != nil {
 		return err
 	}
-	escalator, err := newEscalator(cfg, auth, state, auditLog, notifier, logger)
-	if err != nil {
+	if s.escalator, err = newEscalator(cfg, auth, s.state, s.auditLog, s.notifier, logger); err != nil {
 		return err
 	}
 	mux.Handle("/", inbox)
 
 	// The transport limits come first: a refused caller costs no body
 	// read, no signature check and no durable write.
-	ln = limits.Listener(ln)
-	srv := &http.Server{Handler: limits.Handler(mux), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
-		IdleTimeout: 120 * time.Second, MaxHeaderBytes: cfg.Limits.HeaderBytes, ErrorLog: slog.NewLogLogger(level, slog.LevelWarn)}
-	runCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	runDone := make(chan error, 1)
-	go func() { runDone <- gw.Run(runCtx) }()
-	srvDone := make(chan error, 1)
-	go func() { srvDone <- srv.Serve(ln) }()
-	notifyDone := make(chan struct{})
-	go func() {
-		defer close(notifyDone)
-		if notifier != nil {
-			_ = notifier.Run(runCtx) // it logs and retries its failures itself
-		}
-	}()
-	escalateDone := make(chan struct{})
-	go func() {
-		defer close(escalateDone)
-		if escalator != nil {
-			_ = escalator.Run(runCtx, escalationEvery) // it logs its failures and tries again
-		}
-	}()
+	s.ln = limits.Listener(s.ln)
+	s.srv = &http.Server{Handler: limits.Handler(mux), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+		IdleTimeout: 120 * time.Second, MaxHeaderBytes: cfg.Limits.HeaderBytes, ErrorLog: slog.NewLogLogger(s.logHandler, slog.LevelWarn)}
+	return nil
+}
 
-	addr := "http://" + ln.Addr().String()
+// senderGrants returns the capability patterns each configured sender
+// may call and the callback URLs of those that have one.
+func senderGrants(senders []config.Sender) (grants map[string][]string, callbacks map[string]string) {
+	grants, callbacks = map[string][]string{}, map[string]string{}
+	for _, s := range senders {
+		grants[s.Agent] = append(grants[s.Agent], s.Capabilities...)
+		if s.CallbackURL != "" {
+			callbacks[s.Agent] = s.CallbackURL
+		}
+	}
+	return grants, callbacks
+}
+
+// nilIfEmpty is nil for an empty list: the gateway's default.
+func nilIfEmpty(l []string) []string {
+	if len(l) == 0 {
+		return nil
+	}
+	return l
+}
+
+// URL is the base URL the server listens on.
+func (s *server) URL() string { return "http://" + s.ln.Addr().String() }
+
+// printBanner tells the operator where agents and reviewers go.
+func (s *server) printBanner() {
+	cfg, out, addr, token := s.cfg, s.out, s.URL(), s.token
 	keyNote := "reused"
-	if created {
+	if s.key.created {
 		keyNote = "created"
 	}
 	self, installed := selfCommand()
-	where := "--store " + loc.String()
-	if loc.Kind == store.KindSQLite && loc.Path == filepath.Join(cfg.Data, store.StateFile) {
+	where := "--store " + s.loc.String()
+	if s.loc.Kind == store.KindSQLite && s.loc.Path == filepath.Join(cfg.Data, store.StateFile) {
 		where = "--data " + cfg.Data
 	}
 	fmt.Fprintf(out, "custos serve: listening on %s\n", addr)
-	fmt.Fprintf(out, "  agent           %s (key %s, %s)\n", cfg.Agent, kid, keyNote)
+	fmt.Fprintf(out, "  agent           %s (key %s, %s)\n", cfg.Agent, s.key.kid, keyNote)
 	fmt.Fprintf(out, "  data            %s\n", cfg.Data)
 	fmt.Fprintf(out, "  agents send to  %s/v1/arsia/inbox (signed ARSIA requests, POST; not a web page)\n", addr)
 	fmt.Fprintf(out, "  reviewers open  %s/ in a browser (the web inbox) and sign in with the login token %s (valid until this process stops)\n", addr, token)
@@ -386,6 +559,32 @@ func serve(ctx context.Context, cfg config.Config, out, errOut io.Writer) error 
 	if !installed {
 		fmt.Fprintf(out, "                  (go install ./cmd/custos puts custos on your PATH)\n")
 	}
+}
+
+// Run serves until ctx ends (or the HTTP server fails), then stops the
+// server gracefully, waits for the gateway's, the notifier's and the escalator's loops and
+// signs a last audit checkpoint. Close releases the rest.
+func (s *server) Run(ctx context.Context) error {
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	runDone := make(chan error, 1)
+	go func() { runDone <- s.gw.Run(runCtx) }()
+	srvDone := make(chan error, 1)
+	go func() { srvDone <- s.srv.Serve(s.ln) }()
+	notifyDone := make(chan struct{})
+	go func() {
+		defer close(notifyDone)
+		if s.notifier != nil {
+			_ = s.notifier.Run(runCtx) // it logs and retries its failures itself
+		}
+	}()
+	escalateDone := make(chan struct{})
+	go func() {
+		defer close(escalateDone)
+		if s.escalator != nil {
+			_ = s.escalator.Run(runCtx, escalationEvery) // it logs its failures and tries again
+		}
+	}()
 
 	var serveErr error
 	select {
@@ -395,18 +594,27 @@ func serve(ctx context.Context, cfg config.Config, out, errOut io.Writer) error 
 	stop()
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_ = srv.Shutdown(shutdownCtx)
+	_ = s.srv.Shutdown(shutdownCtx)
 	<-runDone
 	<-notifyDone
 	<-escalateDone
 	// The last records are vouched for too (custos audit verify).
-	if err := gw.Checkpoint(shutdownCtx); err != nil {
-		logger.Error("signing the audit checkpoint at shutdown", "err", err)
+	if err := s.gw.Checkpoint(shutdownCtx); err != nil {
+		s.logger.Error("signing the audit checkpoint at shutdown", "err", err)
 	}
 	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
 		return serveErr
 	}
 	return nil
+}
+
+// Close releases what Open took, last first. Call it after Run returns
+// (or instead of Run).
+func (s *server) Close() {
+	for i := len(s.closers) - 1; i >= 0; i-- {
+		s.closers[i]()
+	}
+	s.closers = nil
 }
 
 // checkpointEvery is how often custos serve signs a checkpoint of the
@@ -433,10 +641,20 @@ func newTransportLimits(cfg config.Config, logger *slog.Logger) (*httpapi.Limits
 		BodyBytes: l.BodyBytesInFlight, BodyBytesPerAddress: l.PerAddress.BodyBytesInFlight, BodyWait: l.BodyWait, MaxBody: unknown, BodyTimeout: l.BodyTimeout, Logger: logger})
 }
 
+// gatewayKeyFile is the gateway's signing key (DATA/gateway.key.jwk.json).
+type gatewayKeyFile struct {
+	signer sig.Signer
+	// public is its public JWK, published in the gateway's JWKS.
+	public jose.JSONWebKey
+	kid    string
+	// created says this run made the key.
+	created bool
+}
+
 // gatewayKey loads the gateway's signing key from DATA/gateway.key.jwk.json,
 // creating an Ed25519 key (mode 0600) on first run. A key file readable by
 // others is refused.
-func gatewayKey(dir, agent string) (sig.Signer, jose.JSONWebKey, string, bool, error) {
+func gatewayKey(dir, agent string) (gatewayKeyFile, error) {
 	path := filepath.Join(dir, "gateway.key.jwk.json")
 	kid := agent + "#gateway-1"
 	data, err := os.ReadFile(path)
@@ -445,54 +663,58 @@ func gatewayKey(dir, agent string) (sig.Signer, jose.JSONWebKey, string, bool, e
 	case errors.Is(err, os.ErrNotExist):
 		_, k, err := ed25519.GenerateKey(rand.Reader)
 		if err != nil {
-			return nil, jose.JSONWebKey{}, "", false, err
+			return gatewayKeyFile{}, err
 		}
 		if err := writePrivateJWK(path, jose.JSONWebKey{Key: k, KeyID: kid, Algorithm: "EdDSA", Use: "sig"}, false); err != nil {
-			return nil, jose.JSONWebKey{}, "", false, err
+			return gatewayKeyFile{}, err
 		}
 		if data, err = os.ReadFile(path); err != nil {
-			return nil, jose.JSONWebKey{}, "", false, err
+			return gatewayKeyFile{}, err
 		}
 		created = true
 	case err != nil:
-		return nil, jose.JSONWebKey{}, "", false, err
+		return gatewayKeyFile{}, err
 	default:
 		if fi, err := os.Stat(path); err == nil && fi.Mode().Perm()&0o077 != 0 {
-			return nil, jose.JSONWebKey{}, "", false, fmt.Errorf("%s is readable by others (mode %v): chmod 600 it", path, fi.Mode().Perm())
+			return gatewayKeyFile{}, fmt.Errorf("%s is readable by others (mode %v): chmod 600 it", path, fi.Mode().Perm())
 		}
 	}
 	var priv jose.JSONWebKey
 	if err := json.Unmarshal(data, &priv); err != nil || priv.IsPublic() {
-		return nil, jose.JSONWebKey{}, "", false, fmt.Errorf("%s: not a private JWK", path)
+		return gatewayKeyFile{}, fmt.Errorf("%s: not a private JWK", path)
 	}
 	if priv.KeyID != kid {
-		return nil, jose.JSONWebKey{}, "", false, fmt.Errorf("%s is the key of %s, not of %s", path, priv.KeyID, kid)
+		return gatewayKeyFile{}, fmt.Errorf("%s is the key of %s, not of %s", path, priv.KeyID, kid)
 	}
 	signer, err := sig.NewSignerFromJWK(&priv)
 	if err != nil {
-		return nil, jose.JSONWebKey{}, "", false, err
+		return gatewayKeyFile{}, err
 	}
-	return signer, priv.Public(), kid, created, nil
+	return gatewayKeyFile{signer: signer, public: priv.Public(), kid: kid, created: created}, nil
 }
 
 func newHandler(h config.Handler) (handler.Handler, error) {
+	headers, err := h.HeaderValues()
+	if err != nil {
+		return nil, err
+	}
 	switch h.Type {
 	case "echo":
 		return handler.NewEcho(), nil
 	case "http":
-		return handler.NewHTTP(handler.HTTPConfig{URL: h.URL, Timeout: h.Timeout})
+		return handler.NewHTTP(handler.HTTPConfig{URL: h.URL, Timeout: h.Timeout, Headers: headers, MaxResponseBytes: h.MaxResponseBytes})
 	case "exec":
-		return handler.NewExec(handler.ExecConfig{Command: h.Command, Dir: h.Dir, Env: h.Env, Timeout: h.Timeout})
+		return handler.NewExec(handler.ExecConfig{Command: h.Command, Dir: h.Dir, Env: h.Env, Timeout: h.Timeout, MaxOutputBytes: h.MaxResponseBytes})
 	case "mcp":
 		// A stdio server is started on the first call, not here.
-		m, err := handler.NewMCP(handler.MCPConfig{Command: h.Command, Dir: h.Dir, Env: h.Env, URL: h.URL,
+		m, err := handler.NewMCP(handler.MCPConfig{Command: h.Command, Dir: h.Dir, Env: h.Env, URL: h.URL, Headers: headers,
 			Tools: h.Tools, Timeout: h.Timeout})
 		if err != nil {
 			return nil, err
 		}
 		return m, nil
 	case "a2a":
-		a, err := handler.NewA2A(handler.A2AConfig{URL: h.URL, Timeout: h.Timeout})
+		a, err := handler.NewA2A(handler.A2AConfig{URL: h.URL, Timeout: h.Timeout, Headers: headers, Poll: h.Poll, MaxResponseBytes: h.MaxResponseBytes})
 		if err != nil {
 			return nil, err
 		}

@@ -120,3 +120,35 @@ func webhookSecret(v string) (notify.WebhookSecret, error) {
 	}
 	return notify.ParseWebhookSecret(s)
 }
+
+// checkNotificationSecrets resolves every secret of the notification
+// channels as newNotifications will, for custos serve --check-config.
+func checkNotificationSecrets(nc config.Notifications) error {
+	var errs []error
+	for _, w := range nc.Webhooks {
+		if _, err := webhookSecret(w.Secret); err != nil {
+			errs = append(errs, fmt.Errorf("notifications.webhooks %s.secret: %w", w.Name, err))
+		}
+		if w.CallbackSecret != "" {
+			if _, err := webhookSecret(w.CallbackSecret); err != nil {
+				errs = append(errs, fmt.Errorf("notifications.webhooks %s.callback_secret: %w", w.Name, err))
+			}
+		}
+	}
+	for _, s := range nc.Slack {
+		if _, err := config.Secret(s.Token); err != nil {
+			errs = append(errs, fmt.Errorf("notifications.slack %s.token: %w", s.Name, err))
+		}
+		if _, err := config.Secret(s.SigningSecret); err != nil {
+			errs = append(errs, fmt.Errorf("notifications.slack %s.signing_secret: %w", s.Name, err))
+		}
+	}
+	for _, e := range nc.Email {
+		if e.Password != "" {
+			if _, err := config.Secret(e.Password); err != nil {
+				errs = append(errs, fmt.Errorf("notifications.email %s.password: %w", e.Name, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}

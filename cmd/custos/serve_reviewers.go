@@ -35,6 +35,12 @@ type reviewerSurfaces struct {
 	// decider is the approvals API's decision path (policy, authority,
 	// the decision log) for the notification channels.
 	decider *httpapi.Decider
+	// tokens, passwords, sessions and policy change on a configuration
+	// reload (server.reload); adminToken stays for the process's life.
+	tokens     *httpapi.Tokens
+	passwords  *httpapi.Passwords
+	sessions   *httpapi.Sessions
+	adminToken string
 }
 
 // mount registers the reviewer endpoints on exact paths, so that they take
@@ -59,33 +65,7 @@ func newReviewerSurfaces(cfg config.Config, auth *aais.Authority, st aais.Store,
 	if err != nil {
 		return nil, "", err
 	}
-	admin := aais.Actor{ID: config.AdminReviewer, Type: aais.ActorHuman, DisplayName: "Gateway administrator"}
-	reviewers := map[string]aais.Actor{httpapi.TokenHash(token): admin}
-	var passwords []httpapi.PasswordEntry
-	policy := &httpapi.Policy{Roles: map[string]httpapi.Role{}, Grants: map[string][]string{},
-		SeparationOfDuties: cfg.SeparationOfDuties, JustificationRequired: cfg.JustificationRequired}
-	for name, r := range cfg.Roles {
-		policy.Roles[name] = httpapi.Role{All: r.All, Capabilities: r.Capabilities, Profiles: r.Profiles}
-	}
-	if len(policy.Roles) > 0 {
-		policy.Roles[adminRole] = httpapi.Role{All: true}
-		policy.Grants[admin.ID] = []string{adminRole}
-	}
-	for _, r := range cfg.Reviewers {
-		a := aais.Actor{ID: r.ID, Type: aais.ActorHuman, DisplayName: r.DisplayName}
-		if r.TokenSHA256 != "" {
-			reviewers[r.TokenSHA256] = a
-		}
-		if r.PasswordHash != "" {
-			passwords = append(passwords, httpapi.PasswordEntry{Actor: a, Hash: r.PasswordHash})
-		}
-		policy.Grants[r.ID] = r.Roles
-	}
-	tokens, err := httpapi.NewTokens(reviewers)
-	if err != nil {
-		return nil, "", err
-	}
-	pws, err := httpapi.NewPasswords(passwords)
+	tokens, pws, policy, err := reviewerCredentials(cfg, token)
 	if err != nil {
 		return nil, "", err
 	}
@@ -125,7 +105,45 @@ func newReviewerSurfaces(cfg config.Config, auth *aais.Authority, st aais.Store,
 		return nil, "", err
 	}
 	reviewerAuth := httpapi.SessionAuth{Bearer: tokens, Sessions: sessions, AllowedOrigins: origins}
-	return &reviewerSurfaces{approvals: approvals, ui: ui, auth: reviewerAuth, policy: policy, decider: decider}, token, nil
+	return &reviewerSurfaces{approvals: approvals, ui: ui, auth: reviewerAuth, policy: policy, decider: decider,
+		tokens: tokens, passwords: pws, sessions: sessions, adminToken: token}, token, nil
+}
+
+// reviewerCredentials builds the reviewers' API tokens (with the
+// administrator's token), their passwords and the roles policy cfg
+// describes.
+func reviewerCredentials(cfg config.Config, token string) (*httpapi.Tokens, *httpapi.Passwords, *httpapi.Policy, error) {
+	admin := aais.Actor{ID: config.AdminReviewer, Type: aais.ActorHuman, DisplayName: "Gateway administrator"}
+	reviewers := map[string]aais.Actor{httpapi.TokenHash(token): admin}
+	var passwords []httpapi.PasswordEntry
+	policy := &httpapi.Policy{Roles: map[string]httpapi.Role{}, Grants: map[string][]string{},
+		SeparationOfDuties: cfg.SeparationOfDuties, JustificationRequired: cfg.JustificationRequired}
+	for name, r := range cfg.Roles {
+		policy.Roles[name] = httpapi.Role{All: r.All, Capabilities: r.Capabilities, Profiles: r.Profiles}
+	}
+	if len(policy.Roles) > 0 {
+		policy.Roles[adminRole] = httpapi.Role{All: true}
+		policy.Grants[admin.ID] = []string{adminRole}
+	}
+	for _, r := range cfg.Reviewers {
+		a := aais.Actor{ID: r.ID, Type: aais.ActorHuman, DisplayName: r.DisplayName}
+		if r.TokenSHA256 != "" {
+			reviewers[r.TokenSHA256] = a
+		}
+		if r.PasswordHash != "" {
+			passwords = append(passwords, httpapi.PasswordEntry{Actor: a, Hash: r.PasswordHash})
+		}
+		policy.Grants[r.ID] = r.Roles
+	}
+	tokens, err := httpapi.NewTokens(reviewers)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	pws, err := httpapi.NewPasswords(passwords)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return tokens, pws, policy, nil
 }
 
 func randomToken() (string, error) {

@@ -24,7 +24,8 @@ func newAuthorizer(cfg config.Config, replay authz.ReplaySet, logger *slog.Logge
 		return nil, nil // an untyped nil: the gateway checks no token
 	}
 	c := authz.Config{Mode: mode, MaxLifetime: t.MaxLifetime, ClockSkew: t.ClockSkew,
-		ReplayWindow: t.ReplayWindow, ReplayCapacity: t.ReplayCapacity, Replay: replay, Logger: logger}
+		ReplayWindow: t.ReplayWindow, ReplayCapacity: t.ReplayCapacity, Replay: replay, Logger: logger,
+		TokenAlgorithms: t.TokenAlgorithms, ProofAlgorithms: t.ProofAlgorithms, AcceptAnyJTI: t.AcceptAnyJTI}
 	for i, is := range t.Issuers {
 		var keys sig.KeySource
 		if is.JWKSURL != "" {

@@ -28,7 +28,7 @@ func newTrust(t config.Trust) (sig.KeySource, gateway.TrustPolicy, error) {
 		Policy:                   t.MinTrustLevel.Policy(),
 		IdentityTTL:              t.IdentityTTL,
 		RequireIdentitySignature: t.RequireIdentitySignature,
-	}, nil)
+	}, &trust.Options{MinRefreshInterval: t.MinRefreshInterval})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -11,10 +11,13 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -55,11 +58,11 @@ type Config struct {
 	// means custos.db in Data, one SQLite file for approvals, exchanges
 	// and the audit log; a postgres:// URL keeps all of it, and the
 	// replicas' shared replay set and rate limits, in one schema.
-	Store string `yaml:"store"`
+	Store string `yaml:"store" secret:"url"`
 	// AuditLog keeps the audit log elsewhere than Store: a SQLite file of
 	// its own, or a postgres:// URL; empty (the default) keeps it in
 	// Store, where each pipeline step commits with its audit record.
-	AuditLog string `yaml:"audit_log"`
+	AuditLog string `yaml:"audit_log" secret:"url"`
 	// Instance names this gateway among replicas sharing a PostgreSQL
 	// store: the claims it makes, so that after a restart it ends only
 	// its own interrupted calls. Empty means host name and data
@@ -237,6 +240,31 @@ type Trust struct {
 	// RequireIdentitySignature refuses identity records without an
 	// X-ARSIA-Sig header.
 	RequireIdentitySignature bool `yaml:"require_identity_signature"`
+	// Algorithms are the envelope signature algorithms accepted (EdDSA,
+	// ES256 and RS256 when empty).
+	Algorithms []string `yaml:"algorithms"`
+	// MinRefreshInterval is the least time between two fetches of one
+	// remote document after a failure or for an unknown kid (30 s when
+	// zero).
+	MinRefreshInterval time.Duration `yaml:"min_refresh_interval"`
+}
+
+// KnownAlgorithms are the JWS algorithms an algorithms list may name.
+var KnownAlgorithms = []string{"EdDSA", "ES256", "RS256"}
+
+func checkAlgorithms(key string, list []string) []error {
+	var errs []error
+	seen := map[string]bool{}
+	for _, a := range list {
+		switch {
+		case !slices.Contains(KnownAlgorithms, a):
+			errs = append(errs, fmt.Errorf("%s: %q: want %s", key, a, strings.Join(KnownAlgorithms, ", ")))
+		case seen[a]:
+			errs = append(errs, fmt.Errorf("%s: %q is listed twice", key, a))
+		}
+		seen[a] = true
+	}
+	return errs
 }
 
 // TrustPeer is a discovered agent: its agent id and base URL.
@@ -342,6 +370,10 @@ func (t Trust) check() []error {
 	if t.IdentityTTL < 0 {
 		bad("trust.identity_ttl %s: negative", t.IdentityTTL)
 	}
+	if t.MinRefreshInterval < 0 {
+		bad("trust.min_refresh_interval %s: negative", t.MinRefreshInterval)
+	}
+	errs = append(errs, checkAlgorithms("trust.algorithms", t.Algorithms)...)
 	return errs
 }
 
@@ -361,15 +393,50 @@ type Sender struct {
 // (Streamable HTTP), Command, Dir and Env to exec and mcp (stdio), Tools to
 // mcp.
 type Handler struct {
-	Type    string        `yaml:"type"`
-	URL     string        `yaml:"url"`
-	Command []string      `yaml:"command"`
-	Dir     string        `yaml:"dir"`
-	Env     []string      `yaml:"env"`
+	Type    string   `yaml:"type"`
+	URL     string   `yaml:"url"`
+	Command []string `yaml:"command"`
+	Dir     string   `yaml:"dir"`
+	// Env is the complete environment of an exec or stdio mcp program
+	// ("NAME=value"); its values are redacted when the configuration is
+	// printed.
+	Env     []string      `yaml:"env" secret:"env"`
 	Timeout time.Duration `yaml:"timeout"`
 	// Tools, for mcp, lists the tool names the handler may call (all
 	// when empty).
 	Tools []string `yaml:"tools"`
+	// Headers, for http, a2a and an mcp url, are sent with every call to
+	// the upstream, typically its credentials; each value is the value,
+	// env:NAME or file:PATH (Secret).
+	Headers map[string]string `yaml:"headers" secret:"true"`
+	// MaxResponseBytes caps the upstream's answer (http, a2a) or the
+	// program's standard output (exec); 0 means the handler's default.
+	MaxResponseBytes int64 `yaml:"max_response_bytes"`
+	// Poll, for a2a, is how often a task still working is asked about
+	// (the handler's default when 0).
+	Poll time.Duration `yaml:"poll"`
+}
+
+// HeaderValues resolves h.Headers (env:NAME, file:PATH) into the header
+// the handler sends; nil when there are none.
+func (h Handler) HeaderValues() (http.Header, error) {
+	if len(h.Headers) == 0 {
+		return nil, nil
+	}
+	out := http.Header{}
+	names := make([]string, 0, len(h.Headers))
+	for k := range h.Headers {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		v, err := Secret(h.Headers[k])
+		if err != nil {
+			return nil, fmt.Errorf("headers.%s: %w", k, err)
+		}
+		out.Set(k, v)
+	}
+	return out, nil
 }
 
 // Tracing is where the gateway's spans go (see telemetry.Config, which
@@ -382,7 +449,7 @@ type Tracing struct {
 	// Endpoint is the collector's base URL (http://collector:4318).
 	Endpoint string `yaml:"endpoint"`
 	// Headers go with every export (credentials).
-	Headers map[string]string `yaml:"headers"`
+	Headers map[string]string `yaml:"headers" secret:"true"`
 	// ServiceName is service.name ("custos" when empty).
 	ServiceName string `yaml:"service_name"`
 	// SampleRatio samples that share of the traces that start here.
@@ -634,6 +701,25 @@ func (c *Config) Check() error {
 		if h.Timeout < 0 {
 			bad("handlers.%s.timeout: negative", name)
 		}
+		if len(h.Headers) > 0 && h.Type != "http" && h.Type != "a2a" && (h.Type != "mcp" || h.URL == "") {
+			bad("handlers.%s.headers: only http, a2a and an mcp url send headers", name)
+		}
+		for k, v := range h.Headers {
+			if !validHeaderName(k) {
+				bad("handlers.%s.headers: %q is not a header name", name, k)
+			} else if _, err := Secret(v); err != nil {
+				bad("handlers.%s.headers.%s: %v", name, k, err)
+			}
+		}
+		if h.MaxResponseBytes < 0 || h.MaxResponseBytes > 64<<20 {
+			bad("handlers.%s.max_response_bytes %d: want 0 (the default) to 64 MiB", name, h.MaxResponseBytes)
+		}
+		if h.MaxResponseBytes != 0 && h.Type != "http" && h.Type != "a2a" && h.Type != "exec" {
+			bad("handlers.%s.max_response_bytes: only http, a2a and exec handlers have it", name)
+		}
+		if h.Poll < 0 || (h.Poll != 0 && h.Type != "a2a") {
+			bad("handlers.%s.poll: only an a2a handler polls, and not negatively", name)
+		}
 	}
 	for _, err := range c.checkReviewers() {
 		bad("%v", err)
@@ -656,4 +742,19 @@ func (c *Config) Check() error {
 		return nil
 	}
 	return fmt.Errorf("%w: %w", ErrConfig, errors.Join(errs...))
+}
+
+// validHeaderName reports whether k is an HTTP header field name (an RFC
+// 9110 token).
+func validHeaderName(k string) bool {
+	if k == "" {
+		return false
+	}
+	for _, r := range k {
+		if r > unicode.MaxASCII || !(r == '!' || r >= '#' && r <= '\'' || r == '*' || r == '+' || r == '-' || r == '.' ||
+			r >= '0' && r <= '9' || r >= 'A' && r <= 'Z' || r >= '^' && r <= 'z' || r == '|' || r == '~') {
+			return false
+		}
+	}
+	return true
 }

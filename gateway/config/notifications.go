@@ -78,13 +78,13 @@ type NotifyRoute struct {
 // WebhookChannel posts Standard Webhooks messages to URL.
 type WebhookChannel struct {
 	Name string `yaml:"name"`
-	URL  string `yaml:"url"`
+	URL  string `yaml:"url" secret:"url"`
 	// Secret signs the deliveries: "whsec_" + base64, or env:NAME or
 	// file:PATH holding it (Secret).
-	Secret string `yaml:"secret"`
+	Secret string `yaml:"secret" secret:"true"`
 	// CallbackSecret, when set, enables decisions posted back to
 	// /notify/webhook/NAME/decisions, signed with it.
-	CallbackSecret string `yaml:"callback_secret"`
+	CallbackSecret string `yaml:"callback_secret" secret:"true"`
 	// Reviewers maps the receiver's reviewer ids to configured reviewers.
 	Reviewers map[string]string `yaml:"reviewers"`
 	Route     NotifyRoute       `yaml:"route"`
@@ -98,8 +98,8 @@ type SlackChannel struct {
 	Channel string `yaml:"channel"`
 	// Token is the bot token; SigningSecret the app's signing secret
 	// (each a value, env:NAME or file:PATH).
-	Token         string `yaml:"token"`
-	SigningSecret string `yaml:"signing_secret"`
+	Token         string `yaml:"token" secret:"true"`
+	SigningSecret string `yaml:"signing_secret" secret:"true"`
 	// TeamID, when set, is the only workspace accepted.
 	TeamID string `yaml:"team_id"`
 	// API is the Web API base URL (https://slack.com/api/ when empty).
@@ -119,7 +119,7 @@ type EmailChannel struct {
 	// Username and Password (value, env:NAME or file:PATH) authenticate
 	// with PLAIN over TLS.
 	Username string `yaml:"username"`
-	Password string `yaml:"password"`
+	Password string `yaml:"password" secret:"true"`
 	// RequireTLS refuses a server without STARTTLS.
 	RequireTLS bool        `yaml:"require_tls"`
 	Route      NotifyRoute `yaml:"route"`

@@ -23,11 +23,11 @@ type Reviewer struct {
 	Roles []string `yaml:"roles"`
 	// TokenSHA256 is "sha256:" + hex SHA-256 of their API token
 	// (custos serve token prints one).
-	TokenSHA256 string `yaml:"token_sha256"`
+	TokenSHA256 string `yaml:"token_sha256" secret:"true"`
 	// PasswordHash is an argon2id ("$argon2id$…") or bcrypt ("$2b$…")
 	// hash of the password they sign in to the web inbox with
 	// (custos serve password prints one).
-	PasswordHash string `yaml:"password_hash"`
+	PasswordHash string `yaml:"password_hash" secret:"true"`
 }
 
 // Role says which requests a reviewer holding it may decide: those whose

@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"net/url"
+	"slices"
 	"time"
 )
 
@@ -38,6 +39,14 @@ type Tokens struct {
 	// ReplayCapacity bounds the remembered DPoP proof ids (262144 when
 	// zero); when full, proofs are refused with 503 until entries expire.
 	ReplayCapacity int `yaml:"replay_capacity"`
+	// TokenAlgorithms are the accepted algorithms of access tokens
+	// (EdDSA, ES256 and RS256 when empty); ProofAlgorithms those of DPoP
+	// proofs (EdDSA and ES256 when empty).
+	TokenAlgorithms []string `yaml:"token_algorithms"`
+	ProofAlgorithms []string `yaml:"proof_algorithms"`
+	// AcceptAnyJTI accepts any non-empty token jti instead of demanding
+	// a UUID v4 (for authorization servers that use another format).
+	AcceptAnyJTI bool `yaml:"accept_any_jti"`
 }
 
 // TokenIssuer is a trusted authorization server: its iss and where its
@@ -97,6 +106,15 @@ func (t *Tokens) check() []error {
 	}
 	if t.ReplayCapacity < 0 {
 		bad("replay_capacity: negative")
+	}
+	for _, e := range checkAlgorithms("token_algorithms", t.TokenAlgorithms) {
+		errs = append(errs, e)
+	}
+	for _, e := range checkAlgorithms("proof_algorithms", t.ProofAlgorithms) {
+		errs = append(errs, e)
+	}
+	if slices.Contains(t.ProofAlgorithms, "RS256") {
+		bad("proof_algorithms: RS256 is not accepted for DPoP proofs")
 	}
 	return errs
 }

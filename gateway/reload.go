@@ -1,0 +1,46 @@
+package gateway
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+
+	"github.com/custos-runtime/custos/arsia/sig"
+	"github.com/custos-runtime/custos/gateway/exchange"
+	"github.com/custos-runtime/custos/gateway/handler"
+)
+
+// Policy is the part of the Options a running gateway may change
+// (SetPolicy): whose keys it trusts and how much, who may call what, how
+// each capability runs, where callbacks go.
+type Policy struct {
+	Keys      sig.KeySource
+	Trust     TrustPolicy
+	Grants    map[string][]string
+	Handlers  map[string]handler.Handler
+	Callbacks map[string]string
+}
+
+// policy is the Policy in force; every request reads it once per use.
+func (g *Gateway) policy() *Policy { return g.live.Load() }
+
+// SetPolicy replaces the policy for the requests received from now on,
+// and for the approved calls executed from now on: an exchange waiting
+// for a human keeps its approval and, once decided, runs with the handler
+// then configured (or ends not_found when none serves its capability any
+// more). Requests already past a stage are not affected. p is checked as
+// New checks the Options; on error nothing changes. The caller keeps the
+// previous handlers open until the calls running on them are done.
+func (g *Gateway) SetPolicy(p Policy) error {
+	if p.Keys == nil {
+		return errors.New("gateway: no trust store")
+	}
+	for sender, u := range p.Callbacks {
+		if err := exchange.CheckCallbackURL(u); err != nil {
+			return fmt.Errorf("gateway: callback of %s: %w", sender, err)
+		}
+	}
+	p.Grants, p.Handlers, p.Callbacks = maps.Clone(p.Grants), maps.Clone(p.Handlers), maps.Clone(p.Callbacks)
+	g.live.Store(&p)
+	return nil
+}
