@@ -575,7 +575,7 @@ func TestListenChecks(t *testing.T) {
 		{Listen{Addr: "127.0.0.1:1", Path: "mcp"}, "absolute path"},
 		{Listen{Addr: "127.0.0.1:1", TLSCert: "c.pem"}, "both tls_cert and tls_key"},
 	} {
-		err := c.l.check()
+		err := c.l.Check()
 		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
 			t.Errorf("%+v: err = %v, want %q", c.l, err, c.want)
 		}

@@ -313,7 +313,7 @@ func parseUpstream(fu *fileUpstream, bad func(string, ...any)) *Upstream {
 	u := &Upstream{Header: http.Header{}}
 	if fu.URL == nil {
 		bad("upstream.url: required (the remote server's MCP endpoint, https://…/mcp)")
-	} else if err := checkUpstreamURL(*fu.URL); err != nil {
+	} else if err := CheckUpstreamURL(*fu.URL); err != nil {
 		bad("upstream.url: %v", err)
 	} else {
 		u.URL = *fu.URL
@@ -376,7 +376,7 @@ func parseServe(fs *fileServe, bad func(string, ...any)) *Listen {
 	if d, ok := duration(fs.SessionTimeout, "serve.session_timeout", bad); ok {
 		l.SessionTimeout = d
 	}
-	if err := l.check(); err != nil {
+	if err := l.Check(); err != nil {
 		bad("serve: %s", strings.TrimPrefix(err.Error(), "mcpproxy: "))
 	}
 	return l

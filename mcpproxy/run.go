@@ -28,13 +28,13 @@ func Run(ctx context.Context, c RunConfig) error {
 		logger = slog.New(slog.NewTextHandler(c.Stderr, nil))
 	}
 	if c.Upstream != nil {
-		if err := checkUpstreamURL(c.Upstream.URL); err != nil {
+		if err := CheckUpstreamURL(c.Upstream.URL); err != nil {
 			return fmt.Errorf("mcpproxy: upstream: %w", err)
 		}
 	}
 	var ln net.Listener
 	if c.Listen != nil {
-		if err := c.Listen.check(); err != nil {
+		if err := c.Listen.Check(); err != nil {
 			return err
 		}
 		// Bind before anything else starts, so that a taken port fails

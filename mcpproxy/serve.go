@@ -44,7 +44,9 @@ const DefaultListen = "127.0.0.1:8931"
 // DefaultPath is the MCP endpoint of the proxy's HTTP server.
 const DefaultPath = "/mcp"
 
-func (l *Listen) check() error {
+// Check refuses a listener that is malformed, or not loopback without
+// AllowRemote and a Token.
+func (l *Listen) Check() error {
 	host, _, err := net.SplitHostPort(l.Addr)
 	if err != nil {
 		return fmt.Errorf("mcpproxy: listen address %q: want HOST:PORT (%v)", l.Addr, err)

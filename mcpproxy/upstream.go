@@ -45,9 +45,9 @@ func (u *Upstream) String() string {
 	return u.URL + " (headers " + strings.Join(u.HeaderNames(), ", ") + ")"
 }
 
-// checkUpstreamURL refuses what is not an MCP endpoint the proxy may send
+// CheckUpstreamURL refuses what is not an MCP endpoint the proxy may send
 // credentials to.
-func checkUpstreamURL(s string) error {
+func CheckUpstreamURL(s string) error {
 	u, err := url.Parse(s)
 	switch {
 	case err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https"):
