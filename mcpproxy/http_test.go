@@ -481,6 +481,31 @@ func TestHTTPProxyRefusesHostsWithoutItsToken(t *testing.T) {
 	}
 }
 
+// TestHTTPUpstreamGone: the remote server goes away; calls say so, and
+// what protocol each side speaks is the session-based one.
+func TestHTTPUpstreamGone(t *testing.T) {
+	t.Parallel()
+	e := setupHTTP(t)
+	if v := e.client.InitializeResult().ProtocolVersion; v != "2025-11-25" {
+		t.Fatalf("the host speaks %q with the proxy", v)
+	}
+	if v := e.proxy.child.InitializeResult().ProtocolVersion; v != "2025-11-25" {
+		t.Fatalf("the proxy speaks %q with the remote", v)
+	}
+	e.remote.http.CloseClientConnections()
+	e.remote.http.Close()
+	env := status(t, e.result(callOn(e.client, "read_file", map[string]any{"path": "/x"})))
+	if env.Status.Code != asc.DependencyUnavailable && env.Status.Code != asc.ResultStateUnknown {
+		t.Fatalf("code %d", env.Status.Code)
+	}
+	// Nothing is left for a reviewer: a gated call is refused without asking.
+	env = status(t, e.result(callOn(e.client, "write_file", map[string]any{"path": "/x", "content": "x"})))
+	if env.Status.Code != asc.DependencyUnavailable {
+		t.Fatalf("code %d", env.Status.Code)
+	}
+	e.pending(0)
+}
+
 // TestRunUpstreamRefusal runs the proxy as custos mcp-proxy does, against a
 // remote that refuses a missing or wrong key: the error says so precisely
 // and never shows the key.

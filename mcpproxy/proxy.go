@@ -370,13 +370,31 @@ func relay[R mcp.Result](p *Proxy, f func() (R, error)) (mcp.Result, error) {
 	}
 	r, err := f()
 	if err != nil {
-		var je *jsonrpc.Error
-		if errors.As(err, &je) {
+		if je, ok := peerError(err); ok {
 			return nil, je
 		}
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the wrapped MCP server did not answer"}
 	}
 	return r, nil
+}
+
+// The SDK's own codes for a request its transport could not deliver
+// (an HTTP upstream that refused the POST or could not be reached) and
+// for a connection that is closing: these are not the gated server's
+// answers.
+const (
+	codeServerClosing = -32004
+	codeRejected      = -32005
+)
+
+// peerError is the JSON-RPC error the gated server answered, if err is
+// one (and not the SDK's report of a transport failure).
+func peerError(err error) (*jsonrpc.Error, bool) {
+	var je *jsonrpc.Error
+	if !errors.As(err, &je) || je.Code == codeRejected || je.Code == codeServerClosing {
+		return nil, false
+	}
+	return je, true
 }
 
 // callTool decides one tools/call.
@@ -426,8 +444,7 @@ func (p *Proxy) forward(ctx context.Context, params *mcp.CallToolParamsRaw, name
 	res, err := p.child.CallTool(ctx, &mcp.CallToolParams{Meta: relayMeta(params.Meta), Name: name, Arguments: args,
 		InputResponses: params.InputResponses, RequestState: params.RequestState})
 	if err != nil {
-		var je *jsonrpc.Error
-		if errors.As(err, &je) {
+		if je, ok := peerError(err); ok {
 			// Unknown tools and malformed requests stay protocol errors.
 			return nil, je
 		}
@@ -468,6 +485,18 @@ func relayMeta(m mcp.Meta) mcp.Meta {
 func (p *Proxy) gate(ctx context.Context, mreq *mcp.CallToolRequest, rule *Rule, name string, raw json.RawMessage, args map[string]any, info map[string]any) (*mcp.CallToolResult, error) {
 	if p.dead.Load() {
 		return p.status(asc.DependencyUnavailable, "The wrapped MCP server has stopped; the call did not run.", rule, info)
+	}
+	// No human is asked about a call that cannot be delivered: an HTTP
+	// upstream that went away is noticed only when a request fails.
+	pctx, pcancel := context.WithTimeout(ctx, 10*time.Second)
+	err := p.child.Ping(pctx, nil)
+	pcancel()
+	if _, answered := peerError(err); err != nil && !answered {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		p.o.Logger.Error("the gated MCP server does not answer a ping; not asking for approval", "tool", name, "err", err)
+		return p.status(asc.DependencyUnavailable, "The gated MCP server cannot be reached; no approval was asked and the call did not run.", rule, info)
 	}
 	session := p.approvalSession(mreq.Session)
 	if session == "" {

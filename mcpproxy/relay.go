@@ -3,7 +3,6 @@ package mcpproxy
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -37,6 +36,11 @@ func Connect(ctx context.Context, t mcp.Transport, o Options) (*Proxy, error) {
 		_ = child.Close()
 		return nil, err
 	}
+	go func() {
+		err := child.Wait()
+		p.ChildStopped()
+		p.o.Logger.Warn("the gated MCP server's session ended; tool calls now fail with DEPENDENCY_UNAVAILABLE", "err", err)
+	}()
 	return p, nil
 }
 
@@ -154,8 +158,7 @@ func (p *Proxy) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error 
 		// Holding the lock while asking upstream orders subscribes and
 		// unsubscribes of one URI; they are rare.
 		if err := p.child.Subscribe(ctx, &mcp.SubscribeParams{URI: uri, Meta: relayMeta(req.Params.Meta)}); err != nil {
-			var je *jsonrpc.Error
-			if errors.As(err, &je) {
+			if je, ok := peerError(err); ok {
 				return je
 			}
 			return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the gated MCP server did not answer"}

@@ -82,13 +82,7 @@ func Run(ctx context.Context, c RunConfig) error {
 			return fmt.Errorf("starting the wrapped MCP server %q: %w", c.Command[0], err)
 		}
 	}
-	child := p.child
-	defer child.Close()
-	go func() {
-		err := child.Wait()
-		p.ChildStopped()
-		logger.Warn("the gated MCP server stopped; tool calls now fail with DEPENDENCY_UNAVAILABLE", "err", err)
-	}()
+	defer p.child.Close()
 
 	defer func() {
 		ectx, ecancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
