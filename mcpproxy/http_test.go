@@ -683,3 +683,82 @@ func waitFor(t *testing.T, what string, f func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestConnectRelaysOverStreams: the same relaying and gating over
+// stream transports (as stdio), a host and the gated server in memory.
+func TestConnectRelaysOverStreams(t *testing.T) {
+	t.Parallel()
+	rem := startRemote(t) // its SDK server, here reached in memory
+	upC, upS := mcp.NewInMemoryTransports()
+	if _, err := rem.server.Connect(context.Background(), upS, nil); err != nil {
+		t.Fatal(err)
+	}
+	p, err := ParsePolicy([]byte(httpPolicy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	auth, err := aais.NewAuthority(memstore.New(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy, err := Connect(context.Background(), upC, Options{Policy: p, Approvals: NewEmbedded(auth, 10*time.Millisecond)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = proxy.child.Close() })
+	hostC, hostS := mcp.NewInMemoryTransports()
+	if _, err := proxy.Server().Connect(context.Background(), hostS, nil); err != nil {
+		t.Fatal(err)
+	}
+	changed := make(chan struct{}, 10)
+	updated := make(chan string, 10)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test-host"}, &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
+		ResourceUpdatedHandler: func(_ context.Context, r *mcp.ResourceUpdatedNotificationRequest) { updated <- r.Params.URI },
+	}).Connect(context.Background(), hostC, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	e := &env{t: t, auth: auth, proxy: proxy, client: cs}
+
+	ch := callOn(cs, "write_file", map[string]any{"path": "/tmp/s", "content": "x"})
+	req := e.pending(1)[0]
+	if req.Origin.SessionID != proxy.SessionID() {
+		t.Fatalf("over a stream the session is the proxy's: %q", req.Origin.SessionID)
+	}
+	e.decide(&req, aais.Approve, aais.ScopeOnce, "")
+	if res := e.result(ch); res.IsError || text(res) != "wrote /tmp/s" {
+		t.Fatalf("result = %s", jsonOf(t, res))
+	}
+	rem.server.RemoveTools("read_file")
+	select {
+	case <-changed:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no tools/list_changed reached the host")
+	}
+	if err := cs.Subscribe(context.Background(), &mcp.SubscribeParams{URI: "file:///readme"}); err != nil {
+		t.Fatal(err)
+	}
+	// Between in-memory peers both legs speak the 2026-07-28 revision,
+	// where a subscription is a subscriptions/listen stream that Subscribe
+	// does not wait for: the remote repeats its update until one arrives.
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(20 * time.Second)
+	for {
+		if err := rem.server.ResourceUpdated(context.Background(), &mcp.ResourceUpdatedNotificationParams{URI: "file:///readme"}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case got := <-updated:
+			if got != "file:///readme" {
+				t.Fatalf("updated %q", got)
+			}
+			return
+		case <-tick.C:
+		case <-deadline:
+			t.Fatalf("no resources/updated reached the host; the remote saw %q", rem.snapshot(&rem.subs))
+		}
+	}
+}
