@@ -184,9 +184,7 @@ func New(child *mcp.ClientSession, o Options) (*Proxy, error) {
 	p.server = mcp.NewServer(&mcp.Implementation{Name: Harness, Version: "1"}, so)
 	p.server.AddReceivingMiddleware(p.middleware)
 	if p.relay != nil {
-		p.relay.mu.Lock()
-		p.relay.p = p
-		p.relay.mu.Unlock()
+		p.relay.p.Store(p)
 	}
 	return p, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"sync"
+	"sync/atomic"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -57,8 +58,11 @@ const (
 // connects); notifications that arrive before the proxy is attached reach
 // no host, as there is none yet.
 type notifier struct {
+	p atomic.Pointer[Proxy]
+
+	// mu guards subs; it is held while subscribing upstream, which the
+	// relaying of notifications (p) never waits for.
 	mu sync.Mutex
-	p  *Proxy
 	// subs maps a subscribed URI to the host sessions subscribed to it;
 	// the proxy holds one subscription upstream per URI.
 	subs map[string]map[*mcp.ServerSession]bool
@@ -66,11 +70,7 @@ type notifier struct {
 	kindMu [3]sync.Mutex
 }
 
-func (r *notifier) proxy() *Proxy {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.p
-}
+func (r *notifier) proxy() *Proxy { return r.p.Load() }
 
 // changed tells the host sessions that a list changed upstream.
 //
