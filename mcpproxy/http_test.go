@@ -416,9 +416,10 @@ func TestHTTPHostHangsUpMidCall(t *testing.T) {
 			r, _ := http.NewRequest(http.MethodDelete, e.url, nil)
 			r.Header.Set("Authorization", "Bearer "+e.token)
 			r.Header.Set("Mcp-Session-Id", session.ID())
-			resp, err := http.DefaultClient.Do(r)
+			// The SDK closes a session only once its calls return.
+			resp, err := (&http.Client{Timeout: 20 * time.Second}).Do(r)
 			if err != nil {
-				t.Fatal(err)
+				t.Fatalf("DELETE while a call waits: %v", err)
 			}
 			resp.Body.Close()
 			if resp.StatusCode != http.StatusNoContent {
