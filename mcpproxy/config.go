@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"regexp"
 )
 
@@ -33,8 +34,15 @@ func randomHex(n int) string {
 // RunConfig is what Run needs.
 type RunConfig struct {
 	Policy *Policy
-	// Command is the wrapped stdio MCP server and its arguments.
-	Command []string
+	// Command is the wrapped stdio MCP server and its arguments; Upstream
+	// instead a remote MCP server (exactly one of them is set).
+	Command  []string
+	Upstream *Upstream
+	// Listen, when set, serves the hosts over Streamable HTTP instead of
+	// Stdin/Stdout.
+	Listen *Listen
+	// Ready, when set, is called with the HTTP address once Listen serves.
+	Ready func(addr net.Addr)
 	// Stdin and Stdout are the MCP channel to the host; Stderr receives
 	// the wrapped server's standard error and the diagnostics.
 	Stdin  io.Reader

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -62,6 +63,11 @@ type Policy struct {
 	// Rules are tried in order; the first that matches decides. No match
 	// is Deny.
 	Rules []Rule
+	// Upstream is the remote MCP server to front (upstream:), nil when
+	// the server is a command given on the command line.
+	Upstream *Upstream
+	// Listen is how to serve the hosts over HTTP (serve:), nil for stdio.
+	Listen *Listen
 }
 
 // Rule is one policy rule.
@@ -96,14 +102,33 @@ type Rule struct {
 
 // fileRule and filePolicy are the YAML form, decoded strictly.
 type filePolicy struct {
-	Store     *string     `yaml:"store"`
-	Authority *string     `yaml:"authority"`
-	Token     *string     `yaml:"token"`
-	TokenEnv  *string     `yaml:"token_env"`
-	Agent     *string     `yaml:"agent"`
-	TTL       *string     `yaml:"ttl"`
-	Wait      *string     `yaml:"wait"`
-	Rules     *[]fileRule `yaml:"rules"`
+	Store     *string       `yaml:"store"`
+	Authority *string       `yaml:"authority"`
+	Token     *string       `yaml:"token"`
+	TokenEnv  *string       `yaml:"token_env"`
+	Agent     *string       `yaml:"agent"`
+	TTL       *string       `yaml:"ttl"`
+	Wait      *string       `yaml:"wait"`
+	Rules     *[]fileRule   `yaml:"rules"`
+	Upstream  *fileUpstream `yaml:"upstream"`
+	Serve     *fileServe    `yaml:"serve"`
+}
+
+type fileUpstream struct {
+	URL        *string           `yaml:"url"`
+	Headers    map[string]string `yaml:"headers"`
+	HeadersEnv map[string]string `yaml:"headers_env"`
+}
+
+type fileServe struct {
+	Listen         *string `yaml:"listen"`
+	Path           *string `yaml:"path"`
+	Token          *string `yaml:"token"`
+	TokenEnv       *string `yaml:"token_env"`
+	AllowRemote    *bool   `yaml:"allow_remote"`
+	TLSCert        *string `yaml:"tls_cert"`
+	TLSKey         *string `yaml:"tls_key"`
+	SessionTimeout *string `yaml:"session_timeout"`
 }
 
 type fileRule struct {
@@ -274,10 +299,98 @@ func ParsePolicy(data []byte) (*Policy, error) {
 			p.Rules = append(p.Rules, parseRule(i+1, fr, bad))
 		}
 	}
+	if fp.Upstream != nil {
+		p.Upstream = parseUpstream(fp.Upstream, bad)
+	}
+	if fp.Serve != nil {
+		p.Listen = parseServe(fp.Serve, bad)
+	}
 	if len(probs) > 0 {
 		return nil, &PolicyError{probs}
 	}
 	return p, nil
+}
+
+func parseUpstream(fu *fileUpstream, bad func(string, ...any)) *Upstream {
+	u := &Upstream{Header: http.Header{}}
+	if fu.URL == nil {
+		bad("upstream.url: required (the remote server's MCP endpoint, https://…/mcp)")
+	} else if err := CheckUpstreamURL(*fu.URL); err != nil {
+		bad("upstream.url: %v", err)
+	} else {
+		u.URL = *fu.URL
+	}
+	for _, name := range sortedKeys(fu.Headers) {
+		if err := addHeader(u.Header, name, fu.Headers[name], "upstream.headers"); err != nil {
+			bad("%v", err)
+		}
+	}
+	for _, name := range sortedKeys(fu.HeadersEnv) {
+		variable := fu.HeadersEnv[name]
+		value, set := os.LookupEnv(variable)
+		switch {
+		case variable == "":
+			bad("upstream.headers_env.%s: must name an environment variable", name)
+		case !set:
+			bad("upstream.headers_env.%s: the environment variable %s is not set", name, variable)
+		default:
+			if err := addHeader(u.Header, name, value, "upstream.headers_env"); err != nil {
+				bad("%v", err)
+			}
+		}
+	}
+	return u
+}
+
+func parseServe(fs *fileServe, bad func(string, ...any)) *Listen {
+	l := &Listen{Addr: DefaultListen}
+	if fs.Listen != nil {
+		l.Addr = *fs.Listen
+	}
+	if fs.Path != nil {
+		l.Path = *fs.Path
+	}
+	switch {
+	case fs.Token != nil && fs.TokenEnv != nil:
+		bad("serve.token and serve.token_env: set one of them, not both")
+	case fs.Token != nil:
+		l.Token = *fs.Token
+		if strings.TrimSpace(l.Token) == "" {
+			bad("serve.token: must not be empty")
+		}
+	case fs.TokenEnv != nil:
+		l.Token = os.Getenv(*fs.TokenEnv)
+		if *fs.TokenEnv == "" {
+			bad("serve.token_env: must name an environment variable")
+		} else if l.Token == "" {
+			bad("serve.token_env: the environment variable %s is not set", *fs.TokenEnv)
+		}
+	}
+	if fs.AllowRemote != nil {
+		l.AllowRemote = *fs.AllowRemote
+	}
+	if fs.TLSCert != nil {
+		l.TLSCert = *fs.TLSCert
+	}
+	if fs.TLSKey != nil {
+		l.TLSKey = *fs.TLSKey
+	}
+	if d, ok := duration(fs.SessionTimeout, "serve.session_timeout", bad); ok {
+		l.SessionTimeout = d
+	}
+	if err := l.Check(); err != nil {
+		bad("serve: %s", strings.TrimPrefix(err.Error(), "mcpproxy: "))
+	}
+	return l
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 func duration(s *string, where string, bad func(string, ...any)) (time.Duration, bool) {

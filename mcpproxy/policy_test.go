@@ -89,34 +89,45 @@ rules:
 func TestParsePolicyErrors(t *testing.T) {
 	rules := "\nrules: [{tool: x, action: allow}]\n"
 	for name, c := range map[string]struct{ doc, want string }{
-		"empty":          {"", "empty"},
-		"unknown key":    {"store: x\nrulez: []\n" + rules, "field rulez not found"},
-		"unknown rule":   {"store: x\nrules: [{tool: x, action: allow, colour: red}]", "field colour not found"},
-		"no authority":   {rules, "store or authority"},
-		"both":           {"store: x\nauthority: http://localhost\ntoken: t" + rules, "not both"},
-		"no token":       {"authority: http://localhost" + rules, "token: required"},
-		"remote http":    {"authority: http://example.com\ntoken: t" + rules, "plain http"},
-		"127. name":      {"authority: http://127.attacker.example\ntoken: t" + rules, "plain http"},
-		"creds in url":   {"authority: https://u:p@example.com\ntoken: t" + rules, "credentials"},
-		"token w/ store": {"store: x\ntoken: t" + rules, "only used with authority"},
-		"no rules":       {"store: x\nrules: []", "at least one rule"},
-		"bad action":     {"store: x\nrules: [{tool: x, action: maybe}]", `"maybe" is not allow`},
-		"no action":      {"store: x\nrules: [{tool: x}]", "rules[0].action: required"},
-		"no tool":        {"store: x\nrules: [{action: allow}]", "rules[0].tool: required"},
-		"bad glob":       {"store: x\nrules: [{tool: 'x\\', action: allow}]", "unpaired"},
-		"bad profile":    {"store: x\nrules: [{tool: x, action: allow, profile: NOPE}]", "not a compliance profile"},
-		"bad risk":       {"store: x\nrules: [{tool: x, action: require_approval, risk: extreme}]", "not low, medium"},
-		"risk on allow":  {"store: x\nrules: [{tool: x, action: allow, risk: high}]", "rules[0].risk: only used with action require_approval"},
-		"session deny":   {"store: x\nrules: [{tool: x, action: deny, allow_session: true}]", "allow_session: only used"},
-		"message allow":  {"store: x\nrules: [{tool: x, action: allow, message: hi}]", "message: only used with action deny"},
-		"bad ttl":        {"store: x\nttl: soon" + rules, `ttl: "soon" is not a duration`},
-		"tiny wait":      {"store: x\nwait: 10ms" + rules, "shorter than 1s"},
-		"bad template":   {"store: x\nrules: [{tool: x, action: require_approval, summary: '{who}'}]", "unknown placeholder"},
-		"empty args":     {"store: x\nrules: [{tool: x, action: allow, args: {}}]", "args: must not be empty"},
-		"null arg":       {"store: x\nrules: [{tool: x, action: allow, args: {path: null}}]", "a glob string is required"},
-		"bad agent":      {"store: x\nagent: 'two words'" + rules, "not an AAIS id"},
-		"two documents":  {"store: x" + rules + "---\nstore: y\n", "more than one YAML document"},
-		"not a map":      {"- a\n- b\n", "cannot unmarshal"},
+		"empty":           {"", "empty"},
+		"unknown key":     {"store: x\nrulez: []\n" + rules, "field rulez not found"},
+		"unknown rule":    {"store: x\nrules: [{tool: x, action: allow, colour: red}]", "field colour not found"},
+		"no authority":    {rules, "store or authority"},
+		"both":            {"store: x\nauthority: http://localhost\ntoken: t" + rules, "not both"},
+		"no token":        {"authority: http://localhost" + rules, "token: required"},
+		"remote http":     {"authority: http://example.com\ntoken: t" + rules, "plain http"},
+		"127. name":       {"authority: http://127.attacker.example\ntoken: t" + rules, "plain http"},
+		"creds in url":    {"authority: https://u:p@example.com\ntoken: t" + rules, "credentials"},
+		"token w/ store":  {"store: x\ntoken: t" + rules, "only used with authority"},
+		"no rules":        {"store: x\nrules: []", "at least one rule"},
+		"bad action":      {"store: x\nrules: [{tool: x, action: maybe}]", `"maybe" is not allow`},
+		"no action":       {"store: x\nrules: [{tool: x}]", "rules[0].action: required"},
+		"no tool":         {"store: x\nrules: [{action: allow}]", "rules[0].tool: required"},
+		"bad glob":        {"store: x\nrules: [{tool: 'x\\', action: allow}]", "unpaired"},
+		"bad profile":     {"store: x\nrules: [{tool: x, action: allow, profile: NOPE}]", "not a compliance profile"},
+		"bad risk":        {"store: x\nrules: [{tool: x, action: require_approval, risk: extreme}]", "not low, medium"},
+		"risk on allow":   {"store: x\nrules: [{tool: x, action: allow, risk: high}]", "rules[0].risk: only used with action require_approval"},
+		"session deny":    {"store: x\nrules: [{tool: x, action: deny, allow_session: true}]", "allow_session: only used"},
+		"message allow":   {"store: x\nrules: [{tool: x, action: allow, message: hi}]", "message: only used with action deny"},
+		"bad ttl":         {"store: x\nttl: soon" + rules, `ttl: "soon" is not a duration`},
+		"tiny wait":       {"store: x\nwait: 10ms" + rules, "shorter than 1s"},
+		"bad template":    {"store: x\nrules: [{tool: x, action: require_approval, summary: '{who}'}]", "unknown placeholder"},
+		"empty args":      {"store: x\nrules: [{tool: x, action: allow, args: {}}]", "args: must not be empty"},
+		"null arg":        {"store: x\nrules: [{tool: x, action: allow, args: {path: null}}]", "a glob string is required"},
+		"bad agent":       {"store: x\nagent: 'two words'" + rules, "not an AAIS id"},
+		"two documents":   {"store: x" + rules + "---\nstore: y\n", "more than one YAML document"},
+		"not a map":       {"- a\n- b\n", "cannot unmarshal"},
+		"upstream no url": {"store: x\nupstream: {headers: {X-A: b}}" + rules, "upstream.url: required"},
+		"upstream http":   {"store: x\nupstream: {url: 'http://mcp.example.com/mcp'}" + rules, "plain http is allowed only to localhost"},
+		"upstream creds":  {"store: x\nupstream: {url: 'https://u:p@mcp.example.com/mcp'}" + rules, "must not carry credentials"},
+		"upstream key":    {"store: x\nupstream: {url: 'https://mcp.example.com/mcp', auth: x}" + rules, "field auth not found"},
+		"reserved header": {"store: x\nupstream: {url: 'https://mcp.example.com/mcp', headers: {Mcp-Session-Id: x}}" + rules, "set by the MCP transport"},
+		"header env unset": {"store: x\nupstream: {url: 'https://mcp.example.com/mcp', headers_env: {Authorization: MCPPROXY_TEST_NOPE}}" + rules,
+			"upstream.headers_env.Authorization: the environment variable MCPPROXY_TEST_NOPE is not set"},
+		"serve remote":     {"store: x\nserve: {listen: '0.0.0.0:8931'}" + rules, "serve: listen address 0.0.0.0:8931 is not loopback"},
+		"serve no token":   {"store: x\nserve: {listen: '0.0.0.0:8931', allow_remote: true}" + rules, "a token is required"},
+		"serve two tokens": {"store: x\nserve: {token: a, token_env: B}" + rules, "serve.token and serve.token_env"},
+		"serve timeout":    {"store: x\nserve: {session_timeout: forever}" + rules, "serve.session_timeout"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := ParsePolicy([]byte(c.doc))
@@ -128,6 +139,42 @@ func TestParsePolicyErrors(t *testing.T) {
 				t.Fatalf("err = %v, want it to mention %q", err, c.want)
 			}
 		})
+	}
+}
+
+func TestParseUpstreamAndServe(t *testing.T) {
+	t.Setenv("MCPPROXY_TEST_UPSTREAM_AUTH", "Bearer s3cret")
+	t.Setenv("MCPPROXY_TEST_LISTEN_TOKEN", "listen-s3cret")
+	p, err := ParsePolicy([]byte(`
+store: x
+upstream:
+  url: https://mcp.example.com/mcp
+  headers: {X-Tenant: acme}
+  headers_env: {Authorization: MCPPROXY_TEST_UPSTREAM_AUTH}
+serve:
+  listen: 0.0.0.0:9000
+  allow_remote: true
+  token_env: MCPPROXY_TEST_LISTEN_TOKEN
+  path: /gated
+  session_timeout: 5m
+rules: [{tool: x, action: allow}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, l := p.Upstream, p.Listen
+	if u.URL != "https://mcp.example.com/mcp" || u.Header.Get("Authorization") != "Bearer s3cret" || u.Header.Get("X-Tenant") != "acme" {
+		t.Fatalf("upstream = %+v", u)
+	}
+	if s := u.String(); s != "https://mcp.example.com/mcp (headers Authorization, X-Tenant)" {
+		t.Fatalf("upstream described as %q", s)
+	}
+	if l.Addr != "0.0.0.0:9000" || !l.AllowRemote || l.Token != "listen-s3cret" || l.Path != "/gated" || l.SessionTimeout != 5*time.Minute {
+		t.Fatalf("listen = %+v", l)
+	}
+	p, err = ParsePolicy([]byte("store: x\nserve: {}\nrules: [{tool: x, action: allow}]"))
+	if err != nil || p.Listen.Addr != DefaultListen || p.Listen.Token != "" {
+		t.Fatalf("serve: {} = %+v, %v", p.Listen, err)
 	}
 }
 
@@ -252,6 +299,7 @@ func FuzzParsePolicy(f *testing.F) {
 	f.Add([]byte("authority: https://custos.example\ntoken: t\nrules: [{tool: '*', args: {path: '/etc/*'}, action: deny}]"))
 	f.Add([]byte("store: x\nrules: [{tool: 'a\\*?', action: require_approval, summary: '{tool} {args.p}', allow_session: true}]"))
 	f.Add([]byte("{store: x, rules: [{tool: x, action: allow}]}"))
+	f.Add([]byte("store: x\nupstream: {url: 'https://h/mcp', headers: {X-Api-Key: k}}\nserve: {listen: '[::1]:0', token: t}\nrules: [{tool: x, action: allow}]"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		p, err := ParsePolicy(data)
 		if err != nil {
@@ -263,6 +311,12 @@ func FuzzParsePolicy(f *testing.F) {
 		}
 		if len(p.Rules) == 0 || (p.Store == "") == (p.Authority == "") {
 			t.Fatalf("accepted an invalid policy: %+v", p)
+		}
+		if p.Upstream != nil && CheckUpstreamURL(p.Upstream.URL) != nil {
+			t.Fatalf("accepted the upstream %q", p.Upstream.URL)
+		}
+		if p.Listen != nil && p.Listen.Check() != nil {
+			t.Fatalf("accepted the listener %+v", p.Listen)
 		}
 		for i, r := range p.Rules {
 			if r.Index != i+1 || r.Tool == "" {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -40,6 +41,14 @@ type Options struct {
 	// Progress is how often a waiting call sends an MCP progress
 	// notification when the client asked for them (10 s when zero).
 	Progress time.Duration
+	// PerSession gives each MCP session of the hosts its own approval
+	// session (origin.session_id "mcp-" + 32 hex digits), ended when that
+	// MCP session closes: for a proxy serving many hosts over HTTP. When
+	// false, every call is in SessionID's session, which End ends.
+	PerSession bool
+
+	// relay is set by Connect: the proxy then relays notifications.
+	relay *notifier
 }
 
 // Proxy is an MCP server that forwards to a wrapped server's session,
@@ -49,6 +58,63 @@ type Proxy struct {
 	child  *mcp.ClientSession
 	server *mcp.Server
 	dead   atomic.Bool
+	// caps is what the proxy advertises.
+	caps  *mcp.ServerCapabilities
+	relay *notifier
+
+	mu sync.Mutex
+	// sessions maps a host session to its approval session (PerSession);
+	// watched holds the host sessions whose end is awaited.
+	sessions map[*mcp.ServerSession]string
+	watched  map[*mcp.ServerSession]bool
+	ended    bool
+	// inflight are the tools/call being answered, so that a host that
+	// leaves mid-call (Handler) does not leave them waiting.
+	inflight map[*inflightCall]bool
+}
+
+// inflightCall is one tools/call being answered: tag is the HTTP POST that
+// carried it ("" over stdio), ss the host session.
+type inflightCall struct {
+	tag    string
+	ss     *mcp.ServerSession
+	cancel context.CancelCauseFunc
+}
+
+// errHostLeft ends the calls of a host that is gone.
+var errHostLeft = errors.New("the host left before the call was answered")
+
+// track registers a call until done is called; ctx ends when the host
+// that made it leaves.
+func (p *Proxy) track(ctx context.Context, req *mcp.CallToolRequest) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	c := &inflightCall{cancel: cancel}
+	if req != nil {
+		c.ss = req.Session
+		if req.Extra != nil && req.Extra.Header != nil {
+			c.tag = req.Extra.Header.Get(postTagHeader)
+		}
+	}
+	p.mu.Lock()
+	p.inflight[c] = true
+	p.mu.Unlock()
+	return ctx, func() {
+		p.mu.Lock()
+		delete(p.inflight, c)
+		p.mu.Unlock()
+		cancel(nil)
+	}
+}
+
+// cancelCalls ends the calls for which match holds.
+func (p *Proxy) cancelCalls(match func(*inflightCall) bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.inflight {
+		if match(c) {
+			c.cancel(errHostLeft)
+		}
+	}
 }
 
 // New returns a proxy in front of child, an initialized client session
@@ -77,22 +143,26 @@ func New(child *mcp.ClientSession, o Options) (*Proxy, error) {
 	if o.Progress <= 0 {
 		o.Progress = 10 * time.Second
 	}
-	p := &Proxy{o: o, child: child}
+	p := &Proxy{o: o, child: child, relay: o.relay,
+		sessions: map[*mcp.ServerSession]string{}, watched: map[*mcp.ServerSession]bool{}, inflight: map[*inflightCall]bool{}}
 	caps := &mcp.ServerCapabilities{}
 	instructions := ""
+	relays := o.relay != nil
 	if ir := child.InitializeResult(); ir != nil {
 		instructions = ir.Instructions
 		if c := ir.Capabilities; c != nil {
 			// List-change notifications and resource subscriptions are
-			// not relayed: advertise only what the proxy does.
+			// advertised when the proxy relays them (Connect) and the
+			// gated server offers them: advertise only what the proxy does.
 			if c.Tools != nil {
-				caps.Tools = &mcp.ToolCapabilities{}
+				caps.Tools = &mcp.ToolCapabilities{ListChanged: relays && c.Tools.ListChanged}
 			}
 			if c.Prompts != nil {
-				caps.Prompts = &mcp.PromptCapabilities{}
+				caps.Prompts = &mcp.PromptCapabilities{ListChanged: relays && c.Prompts.ListChanged}
 			}
 			if c.Resources != nil {
-				caps.Resources = &mcp.ResourceCapabilities{}
+				caps.Resources = &mcp.ResourceCapabilities{ListChanged: relays && c.Resources.ListChanged,
+					Subscribe: relays && c.Resources.Subscribe}
 			}
 			if c.Completions != nil {
 				caps.Completions = &mcp.CompletionCapabilities{}
@@ -103,12 +173,21 @@ func New(child *mcp.ClientSession, o Options) (*Proxy, error) {
 		// The proxy always answers tools/list and tools/call.
 		caps.Tools = &mcp.ToolCapabilities{}
 	}
-	p.server = mcp.NewServer(&mcp.Implementation{Name: Harness, Version: "1"}, &mcp.ServerOptions{
+	p.caps = caps
+	so := &mcp.ServerOptions{
 		Instructions: instructions,
 		Capabilities: caps,
 		Logger:       o.Logger,
-	})
+	}
+	if caps.Resources != nil && caps.Resources.Subscribe {
+		so.SubscribeHandler = p.subscribe
+		so.UnsubscribeHandler = p.unsubscribe
+	}
+	p.server = mcp.NewServer(&mcp.Implementation{Name: Harness, Version: "1"}, so)
 	p.server.AddReceivingMiddleware(p.middleware)
+	if p.relay != nil {
+		p.relay.p.Store(p)
+	}
 	return p, nil
 }
 
@@ -122,15 +201,85 @@ func (p *Proxy) SessionID() string { return p.o.SessionID }
 // answered with ASC DEPENDENCY_UNAVAILABLE.
 func (p *Proxy) ChildStopped() { p.dead.Store(true) }
 
-// End cancels the requests still pending in this proxy's session and
-// revokes its session approvals; call it when the host disconnects.
+// End cancels the requests still pending in this proxy's approval
+// sessions and revokes their session approvals; call it when the host
+// disconnects (with PerSession, when the proxy stops serving).
 func (p *Proxy) End(ctx context.Context) {
+	p.mu.Lock()
+	p.ended = true
+	ids := []string{p.o.SessionID}
+	if p.o.PerSession {
+		ids = ids[:0]
+		for _, id := range p.sessions {
+			ids = append(ids, id)
+		}
+		clear(p.sessions)
+	}
+	p.mu.Unlock()
+	for _, id := range ids {
+		p.endSession(ctx, id)
+	}
+}
+
+func (p *Proxy) endSession(ctx context.Context, id string) {
 	if p.o.Approvals == nil {
 		return
 	}
-	if err := p.o.Approvals.EndSession(ctx, p.o.SessionID); err != nil {
-		p.o.Logger.Warn("ending the approval session", "session", p.o.SessionID, "err", err)
+	if err := p.o.Approvals.EndSession(ctx, id); err != nil {
+		p.o.Logger.Warn("ending the approval session", "session", id, "err", err)
 	}
+}
+
+// approvalSession is the origin.session_id of a call made in the host
+// session ss ("" when the proxy has ended).
+func (p *Proxy) approvalSession(ss *mcp.ServerSession) string {
+	if !p.o.PerSession || ss == nil {
+		return p.o.SessionID
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ended {
+		return ""
+	}
+	id, ok := p.sessions[ss]
+	if !ok {
+		id = "mcp-" + randomHex(16)
+		p.sessions[ss] = id
+		p.watchLocked(ss)
+	}
+	return id
+}
+
+// watch arranges that the end of the host session ss ends its approval
+// session and drops its resource subscriptions.
+func (p *Proxy) watch(ss *mcp.ServerSession) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.watchLocked(ss)
+}
+
+func (p *Proxy) watchLocked(ss *mcp.ServerSession) {
+	if ss == nil || p.watched[ss] {
+		return
+	}
+	p.watched[ss] = true
+	go func() {
+		_ = ss.Wait()
+		p.mu.Lock()
+		id, had := p.sessions[ss]
+		delete(p.sessions, ss)
+		delete(p.watched, ss)
+		p.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if had {
+			p.o.Logger.Info("a host session ended; ending its approval session", "session", id)
+			p.endSession(ctx, id)
+		}
+		if p.relay != nil {
+			p.relay.sessionGone(ctx, p, ss)
+		}
+	}()
 }
 
 // middleware answers the methods the proxy relays; everything else
@@ -143,6 +292,8 @@ func (p *Proxy) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 			if !ok || r.Params == nil {
 				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "tools/call needs params"}
 			}
+			ctx, done := p.track(ctx, r)
+			defer done()
 			res, err := p.callTool(ctx, r)
 			if err != nil {
 				return nil, err
@@ -219,13 +370,31 @@ func relay[R mcp.Result](p *Proxy, f func() (R, error)) (mcp.Result, error) {
 	}
 	r, err := f()
 	if err != nil {
-		var je *jsonrpc.Error
-		if errors.As(err, &je) {
+		if je, ok := peerError(err); ok {
 			return nil, je
 		}
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the wrapped MCP server did not answer"}
 	}
 	return r, nil
+}
+
+// The SDK's own codes for a request its transport could not deliver
+// (an HTTP upstream that refused the POST or could not be reached) and
+// for a connection that is closing: these are not the gated server's
+// answers.
+const (
+	codeServerClosing = -32004
+	codeRejected      = -32005
+)
+
+// peerError is the JSON-RPC error the gated server answered, if err is
+// one (and not the SDK's report of a transport failure).
+func peerError(err error) (*jsonrpc.Error, bool) {
+	var je *jsonrpc.Error
+	if !errors.As(err, &je) || je.Code == codeRejected || je.Code == codeServerClosing {
+		return nil, false
+	}
+	return je, true
 }
 
 // callTool decides one tools/call.
@@ -275,8 +444,7 @@ func (p *Proxy) forward(ctx context.Context, params *mcp.CallToolParamsRaw, name
 	res, err := p.child.CallTool(ctx, &mcp.CallToolParams{Meta: relayMeta(params.Meta), Name: name, Arguments: args,
 		InputResponses: params.InputResponses, RequestState: params.RequestState})
 	if err != nil {
-		var je *jsonrpc.Error
-		if errors.As(err, &je) {
+		if je, ok := peerError(err); ok {
 			// Unknown tools and malformed requests stay protocol errors.
 			return nil, je
 		}
@@ -318,7 +486,23 @@ func (p *Proxy) gate(ctx context.Context, mreq *mcp.CallToolRequest, rule *Rule,
 	if p.dead.Load() {
 		return p.status(asc.DependencyUnavailable, "The wrapped MCP server has stopped; the call did not run.", rule, info)
 	}
-	req, err := p.newRequest(rule, name, raw, args)
+	// No human is asked about a call that cannot be delivered: an HTTP
+	// upstream that went away is noticed only when a request fails.
+	pctx, pcancel := context.WithTimeout(ctx, 10*time.Second)
+	err := p.child.Ping(pctx, nil)
+	pcancel()
+	if _, answered := peerError(err); err != nil && !answered {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		p.o.Logger.Error("the gated MCP server does not answer a ping; not asking for approval", "tool", name, "err", err)
+		return p.status(asc.DependencyUnavailable, "The gated MCP server cannot be reached; no approval was asked and the call did not run.", rule, info)
+	}
+	session := p.approvalSession(mreq.Session)
+	if session == "" {
+		return p.status(asc.Cancelled, "The proxy is stopping; the call did not run.", rule, info)
+	}
+	req, err := p.newRequest(session, rule, name, raw, args)
 	if err != nil {
 		p.o.Logger.Warn("tools/call refused: cannot ask for approval", "tool", name, "rule", rule.Index, "err", err)
 		return p.status(asc.PermissionDenied, fmt.Sprintf("The call of %q needs approval but cannot be presented for it (%v). Nothing ran.", name, err), rule, info)
@@ -422,7 +606,7 @@ func (p *Proxy) wait(ctx context.Context, mreq *mcp.CallToolRequest, rule *Rule,
 }
 
 // newRequest builds the AAIS request for exactly this call.
-func (p *Proxy) newRequest(rule *Rule, name string, raw json.RawMessage, args map[string]any) (*aais.Request, error) {
+func (p *Proxy) newRequest(session string, rule *Rule, name string, raw json.RawMessage, args map[string]any) (*aais.Request, error) {
 	if !aaisID.MatchString(name) || len(name) > 200 {
 		return nil, fmt.Errorf("the tool name %q is not an AAIS action name", name)
 	}
@@ -442,7 +626,7 @@ func (p *Proxy) newRequest(rule *Rule, name string, raw json.RawMessage, args ma
 		{Decision: aais.Approve, Scope: aais.ScopeOnce, Label: "Allow this call once"},
 		{Decision: aais.Deny, Scope: aais.ScopeOnce, Label: "Deny"},
 	}
-	origin := aais.Origin{Harness: Harness, SessionID: p.o.SessionID, RunID: "call-" + randomHex(16), AgentID: p.o.Policy.Agent, Profile: rule.Profile,
+	origin := aais.Origin{Harness: Harness, SessionID: session, RunID: "call-" + randomHex(16), AgentID: p.o.Policy.Agent, Profile: rule.Profile,
 		// The project names the policy rule, so that a session approval
 		// covers only later calls this same rule gates.
 		Project: fmt.Sprintf("mcp-proxy rule %d", rule.Index)}

@@ -61,7 +61,7 @@ func TestUsageExitCodes(t *testing.T) {
 		{"custos envelope new", "envelope new --from advisor --to agent:acme.gw --capability demo.echo --type com.acme/echo"},
 		{"custos help", "help bogus"},
 		{"custos keygen", "keygen --agent agent:acme.x --alg HS256"},
-		{"custos mcp-proxy", "mcp-proxy --config policy.yaml"},
+		{"custos mcp-proxy", "mcp-proxy --config policy.yaml --upstream https://mcp.example/mcp -- server"},
 		{"custos profile", "profile bogus"},
 		{"custos profile list", "profile list extra"},
 		{"custos profile show", "profile show NO-SUCH-PROFILE"},

@@ -49,6 +49,27 @@ rules:
 	}
 }
 
+func TestMCPProxyCheckRemote(t *testing.T) {
+	t.Setenv("CUSTOS_TEST_MCP_AUTH", "Bearer do-not-print-me")
+	t.Setenv("CUSTOS_TEST_LISTEN_TOKEN", "listen-do-not-print")
+	path := writePolicy(t, "store: x\nrules: [{tool: x, action: allow}]\n")
+	var out, errb bytes.Buffer
+	code := run(context.Background(), []string{"mcp-proxy", "--config", path, "--check", "--upstream", "https://mcp.example.com/mcp",
+		"--upstream-header-env", "Authorization=CUSTOS_TEST_MCP_AUTH", "--upstream-header", "X-Tenant: acme",
+		"--listen", "0.0.0.0:9000", "--listen-remote", "--listen-token-env", "CUSTOS_TEST_LISTEN_TOKEN"}, nil, &out, &errb)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	for _, want := range []string{"upstream   https://mcp.example.com/mcp (headers Authorization, X-Tenant)", "serve      http://0.0.0.0:9000/mcp (bearer token required)"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	if strings.Contains(out.String()+errb.String(), "do-not-print") {
+		t.Fatalf("a secret was printed:\n%s%s", out.String(), errb.String())
+	}
+}
+
 func TestMCPProxyUsage(t *testing.T) {
 	good := writePolicy(t, "store: x\nrules: [{tool: x, action: allow}]\n")
 	bad := writePolicy(t, "store: x\nrules: [{tool: x, action: perhaps}]\n")
@@ -63,6 +84,15 @@ func TestMCPProxyUsage(t *testing.T) {
 		{[]string{"mcp-proxy", "--config", good, "--check", "--", "x"}, exitUsage, "--check takes no command"},
 		{[]string{"mcp-proxy", "--config", bad, "--", "server"}, exitFailure, `rules[0].action: "perhaps"`},
 		{[]string{"mcp-proxy", "--config", filepath.Join(t.TempDir(), "none.yaml"), "--", "server"}, exitFailure, "no such file"},
+		{[]string{"mcp-proxy", "--config", good, "--upstream", "https://mcp.example.com/mcp", "--", "server"}, exitUsage, "not both"},
+		{[]string{"mcp-proxy", "--config", good, "--upstream", "http://mcp.example.com/mcp"}, exitUsage, "plain http is allowed only to localhost"},
+		{[]string{"mcp-proxy", "--config", good, "--upstream-header", "X-Api-Key: k"}, exitUsage, "needs --upstream URL"},
+		{[]string{"mcp-proxy", "--config", good, "--upstream-header", "X-Api-Key: k", "--", "server"}, exitUsage, "not a command"},
+		{[]string{"mcp-proxy", "--config", good, "--upstream", "https://h/mcp", "--upstream-header", "X-Api-Key k"}, exitUsage, `want "Name: value"`},
+		{[]string{"mcp-proxy", "--config", good, "--upstream", "https://h/mcp", "--upstream-header-env", "Authorization=CUSTOS_TEST_NO_SUCH_VAR"}, exitUsage, "CUSTOS_TEST_NO_SUCH_VAR is not set"},
+		{[]string{"mcp-proxy", "--config", good, "--listen", "0.0.0.0:8931", "--", "server"}, exitUsage, "is not loopback"},
+		{[]string{"mcp-proxy", "--config", good, "--listen", "0.0.0.0:8931", "--listen-remote", "--", "server"}, exitUsage, "a token is required"},
+		{[]string{"mcp-proxy", "--config", good, "--listen", "nonsense", "--", "server"}, exitUsage, "want HOST:PORT"},
 	} {
 		var out, errb bytes.Buffer
 		code := run(context.Background(), c.args, nil, &out, &errb)

@@ -213,18 +213,6 @@ func printCheckedConfig(cfg config.Config, out io.Writer) error {
 	return nil
 }
 
-// serve runs the gateway described by cfg until ctx ends.
-func serve(ctx context.Context, cfg config.Config, out, errOut io.Writer) error {
-	s, err := openServer(ctx, cfg, out, errOut)
-	if err != nil {
-		return err
-	}
-	s.printBanner()
-	err = s.Run(ctx)
-	s.Close()
-	return err
-}
-
 // server is one custos serve process: Open builds everything the
 // configuration describes (the listener, the data directory's lock and
 // key, the state, the gateway and its HTTP surfaces), Run serves until its

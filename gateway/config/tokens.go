@@ -107,12 +107,8 @@ func (t *Tokens) check() []error {
 	if t.ReplayCapacity < 0 {
 		bad("replay_capacity: negative")
 	}
-	for _, e := range checkAlgorithms("token_algorithms", t.TokenAlgorithms) {
-		errs = append(errs, e)
-	}
-	for _, e := range checkAlgorithms("proof_algorithms", t.ProofAlgorithms) {
-		errs = append(errs, e)
-	}
+	errs = append(errs, checkAlgorithms("token_algorithms", t.TokenAlgorithms)...)
+	errs = append(errs, checkAlgorithms("proof_algorithms", t.ProofAlgorithms)...)
 	if slices.Contains(t.ProofAlgorithms, "RS256") {
 		bad("proof_algorithms: RS256 is not accepted for DPoP proofs")
 	}
