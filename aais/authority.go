@@ -776,14 +776,22 @@ func (a *Authority) Snapshot(ctx context.Context) (*Message, error) {
 	if err != nil {
 		return nil, err
 	}
-	return a.snapshotOf(pending, asOf)
+	return a.snapshotOf(ctx, pending, asOf)
 }
 
 // snapshotOf is Snapshot of what Store.Pending returned (Follow shares one
 // Pending read between the followers that start together).
-func (a *Authority) snapshotOf(pending []RequestRecord, asOf uint64) (*Message, error) {
+//
+// When pending requests that need a quorum have votes, the snapshot's
+// envelope carries QuorumExtension: an object from request id to its Tally
+// (read after the pending list, so it may already count votes whose
+// activity follows as_of_sequence; each activity carries the whole tally,
+// so applying it again changes nothing).
+func (a *Authority) snapshotOf(ctx context.Context, pending []RequestRecord, asOf uint64) (*Message, error) {
 	now := a.now()
 	s := &Snapshot{AsOfSequence: asOf, Pending: []Request{}}
+	tallies := map[string]Tally{}
+	vs, votes := a.store.(VoteStore)
 	for _, p := range pending {
 		req, err := requestOf(p)
 		if err != nil {
@@ -793,8 +801,25 @@ func (a *Authority) snapshotOf(pending []RequestRecord, asOf uint64) (*Message, 
 			continue
 		}
 		s.Pending = append(s.Pending, *req)
+		if q, multi, err := QuorumOf(req); votes && multi && err == nil {
+			t, err := tallyOf(ctx, vs, req.ID, q)
+			if err != nil {
+				return nil, err
+			}
+			if len(t.Approvals)+len(t.Denials) > 0 {
+				tallies[req.ID] = t
+			}
+		}
 	}
-	return a.opts.NewMessage(Header{OccurredAt: now, Sequence: asOf, Stream: a.stream}, s)
+	h := Header{OccurredAt: now, Sequence: asOf, Stream: a.stream}
+	if len(tallies) > 0 {
+		ext, err := json.Marshal(tallies)
+		if err != nil {
+			return nil, err
+		}
+		h.Extensions = Extensions{QuorumExtension: ext}
+	}
+	return a.opts.NewMessage(h, s)
 }
 
 // requestOf returns the request a record carries, refusing a malformed

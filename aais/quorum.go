@@ -501,3 +501,56 @@ func (a *Authority) denyQuorum(ctx context.Context, req *Request, q Quorum, dec 
 	}
 	return a.answerResolved(req, stored, dec, fp, now)
 }
+
+// tallyOf reads the votes of a quorum request into its Tally.
+func tallyOf(ctx context.Context, vs VoteStore, id string, q Quorum) (Tally, error) {
+	stored, err := vs.Votes(ctx, id)
+	if err != nil {
+		return Tally{}, err
+	}
+	t := Tally{Quorum: q, Approvals: []Vote{}}
+	for _, s := range stored {
+		if s.Vote.Decision == Approve {
+			t.Approvals = append(t.Approvals, s.Vote)
+		} else {
+			t.Denials = append(t.Denials, s.Vote)
+		}
+	}
+	return t, nil
+}
+
+// Tally returns the votes counted so far on a request that needs a
+// quorum; ok is false for a request that needs one approval.
+func (a *Authority) Tally(ctx context.Context, id string) (t Tally, ok bool, err error) {
+	st, err := a.store.RequestState(ctx, id)
+	if err != nil {
+		return Tally{}, false, err
+	}
+	req, err := requestOf(st.Request)
+	if err != nil {
+		return Tally{}, false, err
+	}
+	q, multi, err := QuorumOf(req)
+	if err != nil || !multi {
+		return Tally{}, false, err
+	}
+	vs, err := a.voteStore()
+	if err != nil {
+		return Tally{}, false, err
+	}
+	t, err = tallyOf(ctx, vs, id, q)
+	return t, err == nil, err
+}
+
+// SnapshotTallies returns the tallies a snapshot's QuorumExtension
+// carries, by request id (nil when none).
+func SnapshotTallies(m *Message) map[string]Tally {
+	if m == nil || m.Type != TypeSnapshot {
+		return nil
+	}
+	var out map[string]Tally
+	if json.Unmarshal(m.Extensions[QuorumExtension], &out) != nil {
+		return nil
+	}
+	return out
+}

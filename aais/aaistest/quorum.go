@@ -155,6 +155,9 @@ func testQuorumTwo(t *testing.T, f *fixture) {
 	if err != nil || len(snap.Snapshot.Pending) != 1 {
 		t.Fatalf("snapshot after a partial vote: %v %+v", err, snap)
 	}
+	if st := aais.SnapshotTallies(snap)[r.ID]; len(st.Approvals) != 1 || st.ApprovalsRequired != 2 {
+		t.Fatalf("snapshot tally %+v, want alice's approval of 2", st)
+	}
 	second := f.mustVote(t, r, "bob", aais.Approve)
 	wantOutcome(t, second, aais.OutcomeApproved, aais.ScopeOnce)
 	tl, ok := aais.TallyOf(second)

@@ -246,7 +246,7 @@ func serve(ctx context.Context, cfg config.Config, out, errOut io.Writer) error 
 		tracer = tracing.Provider
 		logger.Info("tracing", "exporter", "otlp", "protocol", tracing.Protocol, "endpoint", tracing.Endpoint)
 	}
-	gw, err := gateway.New(gateway.Options{Tracer: tracer,
+	gw, err := gateway.New(gateway.Options{Tracer: tracer, Quorums: quorumRules(cfg),
 		Agent: cfg.Agent, Signer: signer, KID: kid, Keys: keys, Trust: trust, Authorizer: authorizer, Grants: grants, Handlers: handlers,
 		Authority: auth, Exchanges: xs, Audit: auditLog, ApprovalTTL: cfg.Oversight.TTL,
 		AllowSession: cfg.Oversight.AllowSession, ReviewWithin: cfg.Oversight.ReviewWithin, Callbacks: callbacks, Logger: logger,

@@ -101,6 +101,8 @@ type Config struct {
 	// Notifications announce approvals on webhooks, Slack and email
 	// (notifications.go).
 	Notifications Notifications `yaml:"notifications"`
+	// Quorum makes calls need several approvals (quorum.go).
+	Quorum []QuorumRule `yaml:"quorum"`
 }
 
 // Limits bounds what the transport spends on a caller before its request
@@ -371,6 +373,10 @@ type Handler struct {
 	// Tools, for mcp, lists the tool names the handler may call (all
 	// when empty).
 	Tools []string `yaml:"tools"`
+	// RequiredApprovals is the required_approvals of the capability's
+	// ARSIA action descriptor: how many distinct reviewers must approve
+	// each call (0 or 1: one). The quorum rules may ask for more.
+	RequiredApprovals int `yaml:"required_approvals"`
 }
 
 // Tracing is where the gateway's spans go (see telemetry.Config, which
@@ -635,6 +641,9 @@ func (c *Config) Check() error {
 		if h.Timeout < 0 {
 			bad("handlers.%s.timeout: negative", name)
 		}
+	}
+	for _, err := range c.checkQuorum() {
+		errs = append(errs, err)
 	}
 	for _, err := range c.checkReviewers() {
 		bad("%v", err)
