@@ -600,6 +600,14 @@ func (r *reviewer) apply(m *aais.Message) error {
 		if applied && m.Type == aais.TypeResolved {
 			r.resolved[m.Resolution.RequestID] = m.Resolution
 		}
+	case aais.TypeActivity:
+		// A vote towards a quorum is in the log: it moves the position on.
+		if !aais.Partial(m) {
+			return nil
+		}
+		if _, err := r.view.Apply(m); err != nil {
+			return err
+		}
 	default:
 		return nil
 	}
@@ -1133,6 +1141,13 @@ func (r *reviewer) decide(ctx context.Context, v aais.Verdict, args string, line
 	if err != nil {
 		r.say("The decision on #%d was not delivered: %v\n", n, err)
 		return
+	}
+	if mt == "application/json" && status == http.StatusAccepted {
+		if m, err := aais.Parse(data); err == nil && aais.Partial(m) {
+			r.say("Your vote on #%d is recorded: %s\nRequest #%d stays pending until enough reviewers approve it.\n",
+				n, visible(m.Activity.Message), n)
+			return
+		}
 	}
 	if mt == "application/json" && (status == http.StatusOK || status == http.StatusConflict) {
 		if m, err := aais.Parse(data); err == nil && m.Type == aais.TypeResolved {
