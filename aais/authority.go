@@ -198,6 +198,20 @@ func (a *Authority) Submit(ctx context.Context, req *Request) (Submission, error
 	if err := checkRuleChoices(ev.Request); err != nil {
 		return Submission{}, err
 	}
+	q, multi, err := QuorumOf(ev.Request)
+	if err != nil {
+		return Submission{}, err
+	}
+	if multi {
+		if _, ok := a.store.(VoteStore); !ok {
+			return Submission{}, fmt.Errorf("%w: request %s needs %d approvals", ErrQuorumUnsupported, ev.Request.ID, q.ApprovalsRequired)
+		}
+		for _, c := range ev.Request.Choices {
+			if c.Decision == Approve && c.Scope.Bounded() {
+				return Submission{}, fmt.Errorf("%w: a request needing %d approvals offers no %s approval (a rule would skip the quorum)", ErrInvalid, q.ApprovalsRequired, c.Scope)
+			}
+		}
+	}
 	fp, err := fingerprint(ev.Request)
 	if err != nil {
 		return Submission{}, err
@@ -208,9 +222,12 @@ func (a *Authority) Submit(ctx context.Context, req *Request) (Submission, error
 	for attempt := 0; ; attempt++ {
 		rec.Resolution = nil
 		// The store ignores rec.Resolution when the request exists.
-		rule, err := a.matchRule(ctx, ev.Request, now)
-		if err != nil {
-			return Submission{}, err
+		// A rule never stands in for a quorum: its one approver is not N.
+		var rule *Rule
+		if !multi {
+			if rule, err = a.matchRule(ctx, ev.Request, now); err != nil {
+				return Submission{}, err
+			}
 		}
 		if rule != nil {
 			res, err := a.ruleResolution(ev.Request, rule, now)
@@ -352,6 +369,34 @@ func checkRuleChoices(req *Request) error {
 // Conflict receipts carry the sequence of the stored resolution's event and
 // a fresh event id; they are not events of the stream.
 func (a *Authority) Decide(ctx context.Context, d *Decision, actor Actor, currentAction []byte) (*Message, error) {
+	return a.DecideWith(ctx, d, DecideOptions{Actor: actor, CurrentAction: currentAction})
+}
+
+// DecideOptions are the arguments of DecideWith.
+type DecideOptions struct {
+	// Actor and CurrentAction are those of Decide.
+	Actor         Actor
+	CurrentAction []byte
+	// Roles are the actor's roles as the caller's policy grants them;
+	// they fill a quorum's from_roles (QuorumExtension) and are recorded
+	// with the vote.
+	Roles []string
+}
+
+// DecideWith is Decide with the actor's roles. On a request that needs a
+// quorum (QuorumExtension), checks 1 to 8 are the same, with one change
+// at step 9: an approval (or a denial under DenyQuorum) is a vote. A vote
+// that does not yet reach the quorum is recorded with its approval.activity
+// event (stage QuorumStage, QuorumExtension carrying the Tally) and that
+// event is returned instead of a receipt: the request stays pending. The
+// vote that reaches it resolves the request; its receipt's
+// QuorumExtension lists every vote. Each actor votes once
+// (ErrAlreadyVoted for a second, different decision; the same decision
+// again gets its activity back); a quorum request is decided with scope
+// once only (ErrInvalid otherwise, nothing changes); a store that is not
+// a VoteStore yields ErrQuorumUnsupported.
+func (a *Authority) DecideWith(ctx context.Context, d *Decision, o DecideOptions) (*Message, error) {
+	actor, currentAction := o.Actor, o.CurrentAction
 	if d == nil {
 		return nil, fmt.Errorf("%w: nil decision", ErrInvalid)
 	}
@@ -385,6 +430,18 @@ func (a *Authority) Decide(ctx context.Context, d *Decision, actor Actor, curren
 	outcome := judge(req, dec, currentAction, now)
 	if outcome == OutcomeApproved && a.dead(st.Request.Owner) {
 		return nil, fmt.Errorf("%w: request %s (pid %d on %s)", ErrOwnerStopped, req.ID, st.Request.Owner.PID, st.Request.Owner.HostID)
+	}
+	q, multi, err := QuorumOf(req)
+	if err != nil {
+		return nil, err
+	}
+	if multi && (outcome == OutcomeApproved || outcome == OutcomeDenied) {
+		if outcome == OutcomeApproved || q.Deny == DenyQuorum {
+			return a.decideQuorum(ctx, req, q, dec, fp, o.Roles, now)
+		}
+		// A denial under DenyAny resolves at once; its receipt still
+		// lists the approvals it overrode.
+		return a.denyQuorum(ctx, req, q, dec, fp, now)
 	}
 	rec, err := a.resolution(req, dec, outcome, now)
 	if err != nil {
@@ -464,7 +521,19 @@ func (a *Authority) answerResolved(req *Request, stored ResolutionRecord, d *Dec
 
 // resolution builds the receipt and its event for req; d may be nil.
 func (a *Authority) resolution(req *Request, d *Decision, o Outcome, now time.Time) (ResolutionRecord, error) {
-	p := ResolutionParams{Request: req, Decision: d, Outcome: o, ResolvedAt: now}
+	return a.resolutionWith(req, d, o, now, "", nil)
+}
+
+// resolutionWith is resolution with a message ("" for the stock one) and
+// extensions besides DecisionExtension.
+func (a *Authority) resolutionWith(req *Request, d *Decision, o Outcome, now time.Time, msg string, extra Extensions) (ResolutionRecord, error) {
+	p := ResolutionParams{Request: req, Decision: d, Outcome: o, ResolvedAt: now, Message: msg}
+	if d != nil || len(extra) > 0 {
+		p.Extensions = Extensions{}
+		for k, v := range extra {
+			p.Extensions[k] = v
+		}
+	}
 	if d != nil {
 		// The store keeps receipts, not decisions: the receipt says who
 		// decided, as the authenticated channel established it.
@@ -472,7 +541,7 @@ func (a *Authority) resolution(req *Request, d *Decision, o Outcome, now time.Ti
 		if err != nil {
 			return ResolutionRecord{}, err
 		}
-		p.Extensions = Extensions{DecisionExtension: ext}
+		p.Extensions[DecisionExtension] = ext
 	}
 	// Validated once, as the message NewMessage builds.
 	res, _, err := a.opts.buildResolution(p)
@@ -712,14 +781,22 @@ func (a *Authority) Snapshot(ctx context.Context) (*Message, error) {
 	if err != nil {
 		return nil, err
 	}
-	return a.snapshotOf(pending, asOf)
+	return a.snapshotOf(ctx, pending, asOf)
 }
 
 // snapshotOf is Snapshot of what Store.Pending returned (Follow shares one
 // Pending read between the followers that start together).
-func (a *Authority) snapshotOf(pending []RequestRecord, asOf uint64) (*Message, error) {
+//
+// When pending requests that need a quorum have votes, the snapshot's
+// envelope carries QuorumExtension: an object from request id to its Tally
+// (read after the pending list, so it may already count votes whose
+// activity follows as_of_sequence; each activity carries the whole tally,
+// so applying it again changes nothing).
+func (a *Authority) snapshotOf(ctx context.Context, pending []RequestRecord, asOf uint64) (*Message, error) {
 	now := a.now()
 	s := &Snapshot{AsOfSequence: asOf, Pending: []Request{}}
+	tallies := map[string]Tally{}
+	vs, votes := a.store.(VoteStore)
 	for _, p := range pending {
 		req, err := requestOf(p)
 		if err != nil {
@@ -729,8 +806,25 @@ func (a *Authority) snapshotOf(pending []RequestRecord, asOf uint64) (*Message, 
 			continue
 		}
 		s.Pending = append(s.Pending, *req)
+		if q, multi, err := QuorumOf(req); votes && multi && err == nil {
+			t, err := tallyOf(ctx, vs, req.ID, q)
+			if err != nil {
+				return nil, err
+			}
+			if len(t.Approvals)+len(t.Denials) > 0 {
+				tallies[req.ID] = t
+			}
+		}
 	}
-	return a.opts.NewMessage(Header{OccurredAt: now, Sequence: asOf, Stream: a.stream}, s)
+	h := Header{OccurredAt: now, Sequence: asOf, Stream: a.stream}
+	if len(tallies) > 0 {
+		ext, err := json.Marshal(tallies)
+		if err != nil {
+			return nil, err
+		}
+		h.Extensions = Extensions{QuorumExtension: ext}
+	}
+	return a.opts.NewMessage(h, s)
 }
 
 // requestOf returns the request a record carries, refusing a malformed

@@ -314,7 +314,7 @@ func (fl *following) resync(ctx context.Context, share bool) error {
 				if ok {
 					fl.shared = p
 				}
-				snap, err = fl.a.snapshotOf(p.pending, p.asOf)
+				snap, err = fl.a.snapshotOf(ctx, p.pending, p.asOf)
 			}
 		}
 		if snap == nil && err == nil {

@@ -328,7 +328,7 @@ func RevokeStoredRule(data []byte, at time.Time, by Actor) (*Rule, []byte, error
 // every other error (a database's) with their name.
 func IsStoreError(err error) bool {
 	for _, target := range []error{ErrConflict, ErrUnknownRequest, ErrSequenceExhausted, ErrInvalid,
-		ErrUnknownRule, ErrRuleInactive, context.Canceled, context.DeadlineExceeded} {
+		ErrUnknownRule, ErrRuleInactive, ErrAlreadyVoted, context.Canceled, context.DeadlineExceeded} {
 		if errors.Is(err, target) {
 			return true
 		}

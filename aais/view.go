@@ -51,7 +51,10 @@ func (v *View) Restore(snapshot *Message) error {
 //   - an event more than one past it is ErrGap and changes nothing;
 //   - approval.requested adds its request, approval.resolved removes its
 //     request; approval.activity and approval.decided change nothing and
-//     do not count as events of the stream (they are not in the log).
+//     do not count as events of the stream (they are not in the log),
+//     except the activity a partial vote of a quorum records (Partial: it
+//     carries QuorumExtension), which is in the log: it changes no
+//     request but advances the sequence like any event.
 //
 // An event of another stream, when the view's stream is known, is refused
 // (ErrInvalid).
@@ -64,7 +67,11 @@ func (v *View) Apply(m *Message) (applied bool, err error) {
 	}
 	switch m.Type {
 	case TypeRequested, TypeResolved:
-	case TypeActivity, TypeDecided:
+	case TypeActivity:
+		if !Partial(m) {
+			return false, nil
+		}
+	case TypeDecided:
 		return false, nil
 	default:
 		return false, fmt.Errorf("%w: a %s message is not an event", ErrInvalid, m.Type)
@@ -78,7 +85,9 @@ func (v *View) Apply(m *Message) (applied bool, err error) {
 	if v.pending == nil {
 		v.pending = map[string]*Request{}
 	}
-	if m.Type == TypeRequested {
+	if m.Type == TypeActivity {
+		// A recorded partial vote: nothing to change but the position.
+	} else if m.Type == TypeRequested {
 		if m.Request == nil {
 			return false, fmt.Errorf("%w: approval.requested without a request", ErrInvalid)
 		}

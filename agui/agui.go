@@ -231,6 +231,11 @@ func Resume(ctx context.Context, authority *aais.Authority, body []byte, actor a
 	if err != nil {
 		return Outcome{}, err
 	}
+	if aais.Partial(receipt) {
+		// A vote towards a quorum: the request is still pending, so the
+		// run does not continue yet.
+		return Outcome{Receipt: receipt}, nil
+	}
 	if receipt == nil || receipt.Resolution == nil {
 		return Outcome{}, errors.New("agui: the authority returned no receipt")
 	}

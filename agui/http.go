@@ -39,7 +39,9 @@ type HandlerOptions struct {
 type ResumeResponse struct {
 	// Continue is true when the run goes on (approved).
 	Continue bool `json:"continue"`
-	// Outcome is the receipt's outcome.
+	// Outcome is the receipt's outcome; "pending" when the decision was
+	// a vote towards a quorum (aais.QuorumExtension) and Receipt is its
+	// approval.activity.
 	Outcome aais.Outcome `json:"outcome"`
 	// Receipt is the approval.resolved envelope.
 	Receipt json.RawMessage `json:"receipt"`
@@ -130,7 +132,11 @@ func (h *resumeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
-	_ = json.NewEncoder(w).Encode(ResumeResponse{Continue: out.Continue, Outcome: out.Receipt.Resolution.Outcome, Receipt: receipt})
+	outcome := aais.Outcome("pending") // a vote towards a quorum (an approval.activity)
+	if res := out.Receipt.Resolution; res != nil {
+		outcome = res.Outcome
+	}
+	_ = json.NewEncoder(w).Encode(ResumeResponse{Continue: out.Continue, Outcome: outcome, Receipt: receipt})
 }
 
 func (h *resumeHandler) failure(w http.ResponseWriter, r *http.Request, err error) {

@@ -228,6 +228,12 @@ type Decision struct {
 // request was already resolved (the conflict receipt is returned too).
 var ErrConflict = errors.New("client: another decision resolved the request first")
 
+// ErrVoteRecorded is the error of a Decide on a request that needs several
+// approvals (a quorum) when the decision was counted but did not resolve
+// it: the request stays pending. The recorded approval.activity, carrying
+// the tally (aais.TallyOf), is returned too.
+var ErrVoteRecorded = errors.New("client: the vote is recorded; the request needs more approvals")
+
 // Decide sends a decision on req (a pending request as listed) and returns
 // the receipt (approval.resolved). When another decision resolved req
 // first, the conflict receipt (outcome conflict, its message saying how
@@ -241,6 +247,11 @@ func (a *Approvals) Decide(ctx context.Context, req *aais.Request, d Decision) (
 	status, mt, data, err := a.call(ctx, http.MethodPost, "/approvals/"+url.PathEscape(req.ID)+"/decisions", body, a.timeout)
 	if err != nil {
 		return nil, err
+	}
+	if mt == "application/json" && status == http.StatusAccepted {
+		if m, err := aais.Parse(data); err == nil && aais.Partial(m) {
+			return m, ErrVoteRecorded
+		}
 	}
 	if mt == "application/json" && (status == http.StatusOK || status == http.StatusConflict) {
 		if m, err := message(data, "the receipt", aais.TypeResolved); err == nil {

@@ -185,6 +185,17 @@ func (g *Gateway) auditApproval(ctx context.Context, call handler.Call, profile,
 	} else {
 		rec.Actor = auditActor(aais.RuntimeActor)
 	}
+	if t, ok := aais.TallyOf(receipt); ok {
+		// A quorum: every vote, not only the one that resolved it.
+		if rec.Details == nil {
+			rec.Details = map[string]any{}
+		}
+		rec.Details["approvals_required"] = t.ApprovalsRequired
+		rec.Details["approvers"] = auditVotes(t.Approvals)
+		if len(t.Denials) > 0 {
+			rec.Details["deniers"] = auditVotes(t.Denials)
+		}
+	}
 	_, err := g.o.Audit.Append(ctx, rec)
 	return err
 }
@@ -339,3 +350,20 @@ func (g *Gateway) abandon(ctx context.Context, x exchange.Exchange, rep Reply) {
 
 // recordTimeout bounds the writes that record a call once it ran.
 const recordTimeout = 30 * time.Second
+
+// auditVotes is how an approval record lists a quorum's votes.
+func auditVotes(votes []aais.Vote) []map[string]any {
+	out := make([]map[string]any, 0, len(votes))
+	for _, v := range votes {
+		e := map[string]any{"id": v.Actor.ID, "type": string(v.Actor.Type), "authenticated_by": v.Actor.AuthenticatedBy,
+			"decision_id": v.DecisionID, "decided_at": v.DecidedAt.String()}
+		if len(v.Roles) > 0 {
+			e["roles"] = v.Roles
+		}
+		if v.Justification != "" {
+			e["justification"] = v.Justification
+		}
+		out = append(out, e)
+	}
+	return out
+}

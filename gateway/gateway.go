@@ -81,6 +81,11 @@ type Options struct {
 	// AllowSession offers "approve for this session", limited to the
 	// capability and the sender.
 	AllowSession bool
+	// Quorums say which calls need several approvals (M-of-N, two-person
+	// rules); see QuorumRule. A call needs the largest ApprovalsRequired
+	// of the rules that match it and of its descriptor's
+	// RequiredApprovals.
+	Quorums []QuorumRule
 	// StatusURL is where a sender polls an exchange (put in
 	// pending_approval replies).
 	StatusURL func(exchangeID string) string
@@ -200,6 +205,9 @@ func New(o Options) (*Gateway, error) {
 		return nil, errors.New("gateway: no trust store")
 	case o.Authority == nil || o.Exchanges == nil || o.Audit == nil:
 		return nil, errors.New("gateway: the authority, the exchange store and the audit log are required")
+	}
+	if err := checkQuorums(o.Quorums); err != nil {
+		return nil, err
 	}
 	if o.Algorithms == nil {
 		o.Algorithms = []string{sig.EdDSA, sig.ES256, sig.RS256}

@@ -28,7 +28,17 @@ func (g *Gateway) approvalRequest(x exchange.Exchange, call handler.Call, desc h
 		{Decision: aais.Approve, Scope: aais.ScopeOnce, Label: "Allow this call once"},
 		{Decision: aais.Deny, Scope: aais.ScopeOnce, Label: "Deny"},
 	}
-	if g.o.AllowSession {
+	quorum := g.quorumOf(call.Capability, profile, desc)
+	exts := aais.Extensions{ExchangeExtension: ext}
+	if quorum.Multi() {
+		q, err := quorum.Extension()
+		if err != nil {
+			return nil, nil, err
+		}
+		exts[aais.QuorumExtension] = q
+	}
+	// A remembered approval would stand in for the quorum: none is offered.
+	if g.o.AllowSession && !quorum.Multi() {
 		name, _ := json.Marshal(call.Capability)
 		choices = append(choices, aais.Choice{Decision: aais.Approve, Scope: aais.ScopeSession,
 			Label:            "Allow " + call.Capability + " from this agent for the session",
@@ -42,7 +52,7 @@ func (g *Gateway) approvalRequest(x exchange.Exchange, call handler.Call, desc h
 		Action:     action,
 		Risk:       desc.AAISRisk(),
 		Choices:    choices,
-		Extensions: aais.Extensions{ExchangeExtension: ext},
+		Extensions: exts,
 	})
 	if err != nil {
 		return nil, nil, err

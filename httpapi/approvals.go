@@ -332,7 +332,11 @@ func (a *approvals) decide(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	status := http.StatusOK
-	if receipt.Resolution.Outcome == aais.OutcomeConflict {
+	switch {
+	case aais.Partial(receipt):
+		// A vote counted towards a quorum: the request is still pending.
+		status = http.StatusAccepted
+	case receipt.Resolution.Outcome == aais.OutcomeConflict:
 		status = http.StatusConflict
 	}
 	writeMessage(w, status, receipt)
@@ -371,11 +375,15 @@ func (a *approvals) decideBody(ctx context.Context, body []byte, requestID strin
 	if f := a.supersessionCheck(ctx, req, m.Decision); f != nil {
 		return nil, f
 	}
-	receipt, err := a.o.Authority.Decide(ctx, m.Decision, actor, nil)
+	// The roles the policy grants go with the vote: a quorum's from_roles
+	// are filled from them.
+	roles := a.o.Policy.Permission(actor, req).Roles
+	receipt, err := a.o.Authority.DecideWith(ctx, m.Decision, aais.DecideOptions{Actor: actor, Roles: roles})
 	if err != nil {
 		return nil, a.failure(ctx, err)
 	}
-	if res := receipt.Resolution; res.Outcome != aais.OutcomeConflict && res.DecisionID == m.Decision.ID {
+	partial := aais.Partial(receipt)
+	if res := receipt.Resolution; partial || (res != nil && res.Outcome != aais.OutcomeConflict && res.DecisionID == m.Decision.ID) {
 		d := *m.Decision
 		if actor != (aais.Actor{}) {
 			d.Actor = actor
@@ -399,6 +407,10 @@ func (a *approvals) failure(ctx context.Context, err error) *failure {
 	switch {
 	case errors.Is(err, aais.ErrUnknownRequest):
 		return &failure{http.StatusNotFound, asc.NotFound, "No such approval request."}
+	case errors.Is(err, aais.ErrAlreadyVoted):
+		return &failure{http.StatusConflict, asc.Conflict, "You already voted on this request; each reviewer counts once."}
+	case errors.Is(err, aais.ErrQuorumUnsupported):
+		return &failure{http.StatusConflict, asc.FailedPrecondition, "This request needs several approvals, which this approval store cannot keep."}
 	case errors.Is(err, aais.ErrOwnerStopped):
 		return &failure{http.StatusConflict, asc.FailedPrecondition, "The process waiting to run this action has stopped; it cannot be approved."}
 	case errors.Is(err, aais.ErrInvalid):

@@ -178,6 +178,9 @@ func (l *logLimiter) allow(now time.Time) (ok bool, dropped int) {
 
 // outcomeText says what a receipt did, for the reviewer.
 func outcomeText(m *aais.Message) string {
+	if aais.Partial(m) {
+		return "Recorded: " + m.Activity.Message
+	}
 	r := m.Resolution
 	if r.Outcome == aais.OutcomeConflict {
 		return "Nothing changed: " + r.Message

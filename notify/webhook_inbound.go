@@ -115,7 +115,10 @@ func (w *Webhook) CallbackHandler(d *Decisions, o CallbackOptions) (http.Handler
 			return
 		}
 		status := http.StatusOK
-		if receipt.Resolution.Outcome == aais.OutcomeConflict {
+		switch {
+		case aais.Partial(receipt):
+			status = http.StatusAccepted // a vote towards a quorum
+		case receipt.Resolution.Outcome == aais.OutcomeConflict:
 			status = http.StatusConflict
 		}
 		rw.Header().Set("Content-Type", "application/json")

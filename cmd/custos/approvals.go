@@ -462,6 +462,10 @@ Exit status 0 when the receipt's outcome is what was decided, 1 otherwise
 			if err != nil {
 				return err
 			}
+			if aais.Partial(m) {
+				// A vote towards a quorum: the request is still pending.
+				return e.print(cmd.OutOrStdout(), m, printPartial)
+			}
 			if err := e.print(cmd.OutOrStdout(), m, printReceipt); err != nil {
 				return err
 			}
@@ -818,6 +822,11 @@ func printMessage(w io.Writer, m *aais.Message) error {
 	}
 	_, err = fmt.Fprintf(w, "%s\n", b)
 	return err
+}
+
+// printPartial prints a vote counted towards a quorum.
+func printPartial(w io.Writer, m *aais.Message) {
+	fmt.Fprintf(w, "%s\nThe request %s is still pending.\n", m.Activity.Message, m.Activity.RequestID)
 }
 
 func printReceipt(w io.Writer, m *aais.Message) {

@@ -424,3 +424,57 @@ func TestGatewayMarkerThroughALink(t *testing.T) {
 		}
 	}
 }
+
+// quorumRequestJSON is a request that needs two approvals.
+func quorumRequestJSON(t *testing.T, id string) string {
+	t.Helper()
+	now := time.Now()
+	q, err := aais.Quorum{ApprovalsRequired: 2}.Extension()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := aais.NewRequest(aais.RequestParams{
+		ID: id, CreatedAt: now, ExpiresAt: now.Add(time.Hour),
+		Origin: aais.Origin{Harness: "cli-test", SessionID: "s-1"},
+		Action: json.RawMessage(`{"kind":"process.exec","name":"shell.exec","summary":"Run the backup","arguments":{"command":"backup"}}`),
+		Risk:   aais.Risk{Level: aais.RiskHigh, Reasons: []string{"Runs a command"}},
+		Choices: []aais.Choice{
+			{Decision: aais.Approve, Scope: aais.ScopeOnce, Label: "Allow once"},
+			{Decision: aais.Deny, Scope: aais.ScopeOnce, Label: "Deny"},
+		},
+		Extensions: aais.Extensions{aais.QuorumExtension: q},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := aais.NewMessage(aais.Header{OccurredAt: now}, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := aais.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// custos approvals approve on a request that needs two approvals records
+// one vote and says the request is still pending; the same user voting
+// again counts nothing. A store that keeps no votes refuses the request.
+func TestApprovalsQuorum(t *testing.T) {
+	st := "--store=sqlite:" + filepath.Join(t.TempDir(), "approvals.db")
+	if code, out, errOut := custos(t, quorumRequestJSON(t, "apr_q"), "approvals", st, "submit"); code != 0 {
+		t.Fatalf("submit: %d %s %s", code, out, errOut)
+	}
+	code, out, errOut := custos(t, "", "approvals", st, "approve", "apr_q")
+	if code != 0 || !strings.Contains(out, "Approval 1 of 2") || !strings.Contains(out, "still pending") {
+		t.Fatalf("first approval: %d %s %s", code, out, errOut)
+	}
+	if code, out, errOut := custos(t, "", "approvals", st, "approve", "apr_q"); code != 1 || !strings.Contains(out+errOut, "already voted") {
+		t.Fatalf("second approval by the same user: %d %s %s", code, out, errOut)
+	}
+	file := "--store=file:" + filepath.Join(t.TempDir(), "approvals.json")
+	if code, out, errOut := custos(t, quorumRequestJSON(t, "apr_q"), "approvals", file, "submit"); code == 0 || !strings.Contains(out+errOut, "cannot keep partial approvals") {
+		t.Fatalf("submit to a file store: %d %s %s", code, out, errOut)
+	}
+}

@@ -465,6 +465,14 @@ func (r *reviewer) apply(m *aais.Message) error {
 		if applied && m.Type == aais.TypeResolved {
 			r.resolved[m.Resolution.RequestID] = m.Resolution
 		}
+	case aais.TypeActivity:
+		// A vote towards a quorum is in the log: it moves the position on.
+		if !aais.Partial(m) {
+			return nil
+		}
+		if _, err := r.view.Apply(m); err != nil {
+			return err
+		}
 	default:
 		return nil
 	}
@@ -905,6 +913,11 @@ func (r *reviewer) decide(ctx context.Context, v aais.Verdict, args string, line
 		return
 	}
 	m, err := r.c.Decide(ctx, &req, client.Decision{Verdict: v, Scope: scope, Justification: just})
+	if errors.Is(err, client.ErrVoteRecorded) {
+		r.say("Your vote on #%d is recorded: %s\nRequest #%d stays pending until enough reviewers approve it.\n",
+			n, visible(m.Activity.Message), n)
+		return
+	}
 	conflict := errors.Is(err, client.ErrConflict)
 	if err == nil || conflict {
 		r.resolvedHere(m)

@@ -387,7 +387,7 @@ func (s *server) open(ctx context.Context, errOut io.Writer) error {
 		tracer = tracing.Provider
 		logger.Info("tracing", "exporter", "otlp", "protocol", tracing.Protocol, "endpoint", tracing.Endpoint)
 	}
-	gw, err := gateway.New(gateway.Options{Tracer: tracer,
+	gw, err := gateway.New(gateway.Options{Tracer: tracer, Quorums: quorumRules(cfg),
 		Agent: cfg.Agent, Signer: s.key.signer, KID: s.key.kid, Keys: keys, Algorithms: nilIfEmpty(cfg.Trust.Algorithms), Trust: trust, Authorizer: authorizer, Grants: grants, Handlers: s.handlers,
 		Authority: s.auth, Exchanges: state.Exchanges, Audit: auditLog, ApprovalTTL: cfg.Oversight.TTL,
 		AllowSession: cfg.Oversight.AllowSession, ReviewWithin: cfg.Oversight.ReviewWithin, Callbacks: callbacks, Logger: logger,

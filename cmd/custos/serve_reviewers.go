@@ -87,8 +87,12 @@ func newReviewerSurfaces(cfg config.Config, auth *aais.Authority, st aais.Store,
 	ao := httpapi.ApprovalsOptions{Authority: auth, Store: st, Auth: tokens,
 		Sessions: sessions, Policy: policy, AllowedOrigins: origins, Logger: logger, Metrics: metrics,
 		OnDecision: func(ctx context.Context, d httpapi.DecisionRecord) {
+			outcome := "partial" // a vote towards a quorum; the request is pending
+			if r := d.Receipt.Resolution; r != nil {
+				outcome = string(r.Outcome)
+			}
 			logger.InfoContext(ctx, "approval decided", "request", d.Decision.RequestID, "decision", d.Decision.Decision,
-				"scope", d.Decision.Scope, "outcome", d.Receipt.Resolution.Outcome, "actor", d.Actor.ID,
+				"scope", d.Decision.Scope, "outcome", outcome, "actor", d.Actor.ID,
 				"authenticated_by", d.Actor.AuthenticatedBy, "profile", d.Profile, "justification", d.Justification)
 		}}
 	approvals, err := httpapi.NewApprovals(ao)

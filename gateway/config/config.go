@@ -105,6 +105,8 @@ type Config struct {
 	// Notifications announce approvals on webhooks, Slack and email
 	// (notifications.go).
 	Notifications Notifications `yaml:"notifications"`
+	// Quorum makes calls need several approvals (quorum.go).
+	Quorum []QuorumRule `yaml:"quorum"`
 }
 
 // Limits bounds what the transport spends on a caller before its request
@@ -415,6 +417,10 @@ type Handler struct {
 	// Poll, for a2a, is how often a task still working is asked about
 	// (the handler's default when 0).
 	Poll time.Duration `yaml:"poll"`
+	// RequiredApprovals is the required_approvals of the capability's
+	// ARSIA action descriptor: how many distinct reviewers must approve
+	// each call (0 or 1: one). The quorum rules may ask for more.
+	RequiredApprovals int `yaml:"required_approvals"`
 }
 
 // HeaderValues resolves h.Headers (env:NAME, file:PATH) into the header
@@ -720,6 +726,9 @@ func (c *Config) Check() error {
 		if h.Poll < 0 || (h.Poll != 0 && h.Type != "a2a") {
 			bad("handlers.%s.poll: only an a2a handler polls, and not negatively", name)
 		}
+	}
+	for _, err := range c.checkQuorum() {
+		errs = append(errs, err)
 	}
 	for _, err := range c.checkReviewers() {
 		bad("%v", err)

@@ -126,6 +126,11 @@ type Descriptor struct {
 	// say why (AAIS requires 1 to 20). Neither is part of the action.
 	Risk        aais.RiskLevel
 	RiskReasons []string
+	// RequiredApprovals is the required_approvals of the call's ARSIA
+	// action descriptor: how many distinct reviewers must approve it (0
+	// or 1: one). The gateway takes the larger of it and its configured
+	// quorum. It is not part of the action.
+	RequiredApprovals int
 }
 
 // AAISRisk returns the risk block of an AAIS request for d. When d has no

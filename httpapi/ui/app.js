@@ -10,6 +10,7 @@
   const state = {
     me: null,          // {actor, roles, csrf_token}
     pending: new Map(), // request id -> request
+    tallies: new Map(), // request id -> quorum tally (custos.dev/quorum)
     seq: -1,           // last applied sequence
     es: null,          // EventSource
     open: null,        // id of the request shown in detail
@@ -283,7 +284,10 @@
     es.addEventListener("approval.snapshot", (ev) => {
       const m = JSON.parse(ev.data);
       state.pending.clear();
+      state.tallies.clear();
       for (const r of m.snapshot.pending) state.pending.set(r.id, r);
+      const tallies = (m.extensions && m.extensions[QUORUM]) || {};
+      for (const id of Object.keys(tallies)) state.tallies.set(id, tallies[id]);
       state.seq = m.snapshot.as_of_sequence;
       renderList();
       if (state.open) renderDetail();
@@ -299,10 +303,19 @@
 
   function apply(m, es) {
     if (m.type === "approval.activity") {
+      const tally = m.extensions && m.extensions[QUORUM];
       if (state.open === m.activity.request_id) {
         const log = $("activity-log");
         if (log) log.append(el("li", {}, m.activity.message));
       }
+      // A partial vote of a quorum is recorded in the log: it takes a
+      // sequence like any event. Other activity is not.
+      if (!tally) return;
+      if (state.seq >= 0 && m.sequence === state.seq + 1) state.seq = m.sequence;
+      else if (state.seq >= 0 && m.sequence > state.seq + 1 && state.es === es) { connect(); return; }
+      state.tallies.set(m.activity.request_id, tally);
+      renderList();
+      if (state.open === m.activity.request_id) renderQuorum();
       return;
     }
     if (state.seq < 0 || m.sequence <= state.seq) return; // before the snapshot, or already seen
@@ -328,6 +341,37 @@
     }
   }
 
+  // ---- quorum (several approvals: extension custos.dev/quorum) ----
+  const QUORUM = "custos.dev/quorum";
+  function quorumOf(r) {
+    const q = r.extensions && r.extensions[QUORUM];
+    return q && (q.approvals_required > 1 || (q.from_roles || []).length) ? q : null;
+  }
+  function quorumLine(r) {
+    const q = quorumOf(r);
+    const t = state.tallies.get(r.id);
+    const n = t ? t.approvals.length : 0;
+    return n + " of " + q.approvals_required + " approvals";
+  }
+  function renderQuorum() {
+    const box = $("detail-quorum");
+    const req = state.pending.get(state.open);
+    if (!box || !req) return;
+    const q = quorumOf(req);
+    const t = state.tallies.get(req.id) || { approvals: [], denials: [] };
+    clear(box);
+    const roles = (q.from_roles || []).length ? ", one each from " + q.from_roles.join(", ") : "";
+    box.append(el("p", {}, quorumLine(req) + " (" + q.approvals_required + " distinct reviewers" + roles +
+      "; " + (q.deny === "quorum" ? "denials are counted too" : "one denial denies it") + ")."));
+    const votes = (t.approvals || []).concat(t.denials || []);
+    if (votes.length) {
+      box.append(el("ul", {}, ...votes.map((v) => el("li", {},
+        (v.decision === "approve" ? "Approved by " : "Denied by ") + (v.actor.display_name || v.actor.id) +
+        ((v.roles || []).length ? " (" + v.roles.join(", ") + ")" : "") + " at " + fmtTime(v.decided_at) +
+        (v.justification ? ": " + v.justification : "")))));
+    }
+  }
+
   function renderList() {
     const list = $("pending-list");
     clear(list);
@@ -349,6 +393,7 @@
         el("span", { class: "mono" }, a.name),
         supersedesOf(r) ? el("span", { class: "tag" }, "edited by " + supersedesOf(r).proposed_by.id) : null,
         profile ? el("span", {}, profile) : null,
+        quorumOf(r) ? el("span", { class: "tag", "data-quorum": r.id }, quorumLine(r)) : null,
         el("span", {}, "from " + (r.origin.agent_id || r.origin.session_id)),
         countdown(r.expires_at)));
       list.append(el("li", {}, b));
@@ -498,6 +543,10 @@
     fact(meta, "Action digest", el("code", { id: "detail-digest" }, req.action_digest));
     fact(meta, "Request id", el("code", {}, req.id));
     body.append(meta);
+    if (quorumOf(req)) {
+      body.append(el("h3", {}, "Approvals"), el("div", { id: "detail-quorum" }));
+      renderQuorum();
+    }
     body.append(el("ul", { id: "activity-log", class: "muted" }));
 
     body.append(el("h3", {}, "Your decision"));
@@ -629,6 +678,14 @@
     const env = { aais: "1.0", type: "approval.decided", id: "evt_" + hex(16), occurred_at: now,
       sequence: state.nextSeq++, stream: state.stream, decision };
     const r = await api("POST", "/approvals/" + encodeURIComponent(req.id) + "/decisions", env);
+    if (r.ok && r.data && r.data.type === "approval.activity") {
+      // A vote towards a quorum: recorded, the request is still pending.
+      state.drafts.delete(req.id);
+      result.className = "notice good";
+      result.textContent = visible("Your vote is recorded. " + r.data.activity.message);
+      announce("Vote recorded");
+      return;
+    }
     if (r.ok && r.data && r.data.resolution) {
       const res = r.data.resolution;
       state.drafts.delete(req.id);

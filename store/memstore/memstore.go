@@ -17,6 +17,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -47,9 +48,18 @@ type entry struct {
 	sequence   uint64 // of the approval.requested event
 	resolution []byte // nil while pending
 	decisionFP string
+	// votes are a quorum request's votes, in order.
+	votes []vote
 }
 
-var _ aais.Store = (*Store)(nil)
+// vote is a stored vote: its JSON, fingerprint and activity event (nil for
+// the resolving vote).
+type vote struct {
+	json, event []byte
+	fp          string
+}
+
+var _ aais.VoteStore = (*Store)(nil)
 
 // New returns an empty store with a fresh random identity.
 func New() *Store {
@@ -403,4 +413,93 @@ func (e *entry) state() (aais.RequestState, error) {
 		st.Resolution = &res
 	}
 	return st, nil
+}
+
+// Votes implements aais.VoteStore.
+func (s *Store) Votes(ctx context.Context, id string) ([]aais.StoredVote, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	e, ok := s.requests[id]
+	var votes []vote
+	if ok {
+		votes = slices.Clone(e.votes)
+	}
+	s.mu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("%w: %s", aais.ErrUnknownRequest, id)
+	}
+	out := make([]aais.StoredVote, 0, len(votes))
+	for _, v := range votes {
+		sv, err := storedVote(v)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, sv)
+	}
+	return out, nil
+}
+
+func storedVote(v vote) (aais.StoredVote, error) {
+	vv, err := aais.UnmarshalVote(v.json)
+	if err != nil {
+		return aais.StoredVote{}, err
+	}
+	sv := aais.StoredVote{Vote: vv, Fingerprint: v.fp}
+	if v.event != nil {
+		if sv.Event, err = aais.Parse(v.event); err != nil {
+			return aais.StoredVote{}, err
+		}
+	}
+	return sv, nil
+}
+
+// RecordVote implements aais.VoteStore.
+func (s *Store) RecordVote(ctx context.Context, rec aais.VoteRecord) (aais.VoteResult, error) {
+	if err := ctx.Err(); err != nil {
+		return aais.VoteResult{}, err
+	}
+	if err := aais.CheckVoteRecord(rec); err != nil {
+		return aais.VoteResult{}, err
+	}
+	vj, err := aais.MarshalVote(rec.Vote.Vote)
+	if err != nil {
+		return aais.VoteResult{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.requests[rec.RequestID]
+	if !ok {
+		return aais.VoteResult{}, fmt.Errorf("%w: %s", aais.ErrUnknownRequest, rec.RequestID)
+	}
+	if e.resolution != nil {
+		out, err := e.resolutionRecord()
+		return aais.VoteResult{Resolution: &out}, err
+	}
+	if len(e.votes) != rec.Seen {
+		return aais.VoteResult{Changed: true}, nil
+	}
+	for _, v := range e.votes {
+		if old, err := aais.UnmarshalVote(v.json); err == nil && old.Actor.ID == rec.Vote.Vote.Actor.ID {
+			return aais.VoteResult{}, fmt.Errorf("%w: %s", aais.ErrAlreadyVoted, old.Actor.ID)
+		}
+	}
+	nv := vote{json: vj, fp: rec.Vote.Fingerprint}
+	if rec.Resolution != nil {
+		record, err := s.resolve(e, *rec.Resolution, s.latest)
+		if err != nil {
+			return aais.VoteResult{}, err
+		}
+		e.votes = append(e.votes, nv)
+		return aais.VoteResult{Recorded: true, Event: record()}, nil
+	}
+	ev, err := s.append(rec.Vote.Event)
+	if err != nil {
+		return aais.VoteResult{}, err
+	}
+	nv.event = ev.json
+	e.votes = append(e.votes, nv)
+	s.commit(ev)
+	return aais.VoteResult{Recorded: true, Event: ev.msg}, nil
 }

@@ -38,3 +38,7 @@ func TestResetReportsGap(t *testing.T) {
 		t.Fatal("after reset, EventsAfter(3) reports no gap")
 	}
 }
+
+func TestQuorum(t *testing.T) {
+	aaistest.RunQuorum(t, aaistest.Backend{New: func(t *testing.T) aais.Store { return memstore.New() }})
+}

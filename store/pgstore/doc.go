@@ -25,6 +25,10 @@
 //     however long the history is.
 //   - resolutions: at most one per request (primary key request_id).
 //   - rules: every rule ever saved, revoked ones included.
+//   - votes: the votes of requests that need several approvals
+//     (aais.VoteStore), one per reviewer and request; RecordVote locks the
+//     request's row before it counts them, and writes the vote in the
+//     statement that appends its event.
 //   - schema_migrations: the migrations applied.
 //
 // Messages are parsed again with aais.Parse on every read, so callers get

@@ -93,7 +93,7 @@ type Store struct {
 // errClosed is returned by calls made after Close.
 var errClosed = errors.New("store closed")
 
-var _ aais.Store = (*Store)(nil)
+var _ aais.VoteStore = (*Store)(nil)
 
 // Open connects to the PostgreSQL database dsn names (a postgres:// URL or
 // a key=value string, as pgx reads it), creates the schema when missing
@@ -191,10 +191,10 @@ func (s *Store) ID(ctx context.Context) (string, error) {
 // transactions in flight and briefly blocks readers.
 func (s *Store) Reset(ctx context.Context) error {
 	return wrap(s.writeTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "LOCK TABLE meta, requests, resolutions, rules, events IN ACCESS EXCLUSIVE MODE"); err != nil {
+		if _, err := tx.Exec(ctx, "LOCK TABLE meta, requests, resolutions, rules, votes, events IN ACCESS EXCLUSIVE MODE"); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, "TRUNCATE rules, resolutions, requests, events"); err != nil {
+		if _, err := tx.Exec(ctx, "TRUNCATE rules, votes, resolutions, requests, events"); err != nil {
 			return err
 		}
 		id := newID()
@@ -948,4 +948,173 @@ func wrap(err error) error {
 		return fmt.Errorf("%w: %s", aais.ErrConflict, pe.Detail)
 	}
 	return fmt.Errorf("pgstore: %w", err)
+}
+
+// Votes implements aais.VoteStore.
+func (s *Store) Votes(ctx context.Context, id string) ([]aais.StoredVote, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	type row struct {
+		vote, event []byte
+		fp          string
+	}
+	var (
+		rows  []row
+		known bool
+	)
+	err := s.read(ctx, func(ctx context.Context) error {
+		rows, known = nil, false
+		// One statement: the request's existence and its votes from one
+		// snapshot.
+		rs, err := s.pool.Query(ctx, `SELECT v.vote, v.fingerprint, e.json FROM requests r
+			LEFT JOIN votes v ON v.request_id = r.id LEFT JOIN events e ON e.sequence = v.sequence
+			WHERE r.id = $1 ORDER BY v.position`, id)
+		if err != nil {
+			return err
+		}
+		defer rs.Close()
+		for rs.Next() {
+			known = true
+			var (
+				r  row
+				fp *string
+			)
+			if err := rs.Scan(&r.vote, &fp, &r.event); err != nil {
+				return err
+			}
+			if r.vote != nil {
+				r.fp = deref(fp)
+				rows = append(rows, r)
+			}
+		}
+		return rs.Err()
+	})
+	if err != nil {
+		return nil, wrap(err)
+	}
+	if !known {
+		return nil, fmt.Errorf("%w: %s", aais.ErrUnknownRequest, id)
+	}
+	out := make([]aais.StoredVote, 0, len(rows))
+	for _, r := range rows {
+		v, err := aais.UnmarshalVote(r.vote)
+		if err != nil {
+			return nil, fmt.Errorf("pgstore: %w", err)
+		}
+		sv := aais.StoredVote{Vote: v, Fingerprint: r.fp}
+		if r.event != nil {
+			if sv.Event, err = aais.Parse(r.event); err != nil {
+				return nil, fmt.Errorf("pgstore: stored vote event: %w", err)
+			}
+		}
+		out = append(out, sv)
+	}
+	return out, nil
+}
+
+// RecordVote implements aais.VoteStore. The request's row is locked (FOR
+// UPDATE) before its votes are counted, so votes on one request are
+// counted one transaction at a time across every replica; the vote and
+// its event are written by the statement that appends the event, and the
+// votes primary key and votes_one_per_actor refuse a duplicate anyway.
+func (s *Store) RecordVote(ctx context.Context, rec aais.VoteRecord) (aais.VoteResult, error) {
+	if err := ctx.Err(); err != nil {
+		return aais.VoteResult{}, err
+	}
+	if err := aais.CheckVoteRecord(rec); err != nil {
+		return aais.VoteResult{}, err
+	}
+	vj, err := aais.MarshalVote(rec.Vote.Vote)
+	if err != nil {
+		return aais.VoteResult{}, err
+	}
+	id, actor := rec.RequestID, rec.Vote.Vote.Actor.ID
+	p := &pending{}
+	vr := voteRow{requestID: id, actorID: actor, fingerprint: rec.Vote.Fingerprint, position: rec.Seen, vote: vj, ev: -1}
+	if rec.Resolution != nil {
+		t, err := template(rec.Resolution.Event, id)
+		if err != nil {
+			return aais.VoteResult{}, err
+		}
+		p.resolutions = append(p.resolutions, resolutionRow{requestID: id, decisionFingerprint: rec.Resolution.DecisionFingerprint, ev: p.event(t)})
+		p.resolve = []string{id}
+	} else {
+		t, err := template(rec.Vote.Event, id)
+		if err != nil {
+			return aais.VoteResult{}, err
+		}
+		vr.ev = p.event(t)
+	}
+	p.votes = []voteRow{vr}
+	var (
+		found, isResolved bool
+		n, mine           int
+		stored            []byte
+		dfp               string
+		changed           bool
+	)
+	queue := func(b *pgx.Batch) {
+		found, isResolved, n, mine = false, false, 0, 0
+		b.Queue("SELECT resolved FROM requests WHERE id = $1 FOR UPDATE", id).QueryRow(func(row pgx.Row) error {
+			err := row.Scan(&isResolved)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return nil
+			}
+			found = err == nil
+			return err
+		})
+		// After the lock: READ COMMITTED gives this statement a snapshot
+		// that holds the previous lock holder's votes.
+		b.Queue("SELECT count(*), count(*) FILTER (WHERE actor_id = $2) FROM votes WHERE request_id = $1", id, actor).QueryRow(func(row pgx.Row) error {
+			return row.Scan(&n, &mine)
+		})
+	}
+	err = s.writeQueued(ctx, queue, func(ctx context.Context, tx pgx.Tx, b *pgutil.Batch) (*pending, error) {
+		stored, dfp, changed = nil, "", false
+		if !b.Claim("q" + id) {
+			return nil, errBusy
+		}
+		switch {
+		case !found:
+			return nil, pgx.ErrNoRows
+		case isResolved:
+			var err error
+			stored, dfp, _, err = lookupResolution(ctx, tx, id)
+			if err == nil && stored == nil {
+				err = errors.New("request marked resolved without a resolution")
+			}
+			if err != nil {
+				return nil, err
+			}
+			return nil, errNoChange
+		case n != rec.Seen:
+			changed = true
+			return nil, errNoChange
+		case mine != 0:
+			return nil, fmt.Errorf("%w: %s", aais.ErrAlreadyVoted, actor)
+		}
+		return p, nil
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = fmt.Errorf("%w: %s", aais.ErrUnknownRequest, id)
+	}
+	if err != nil {
+		return aais.VoteResult{}, wrap(err)
+	}
+	switch {
+	case changed:
+		return aais.VoteResult{Changed: true}, nil
+	case stored != nil:
+		r, err := resolutionRecord(stored, dfp)
+		if err != nil {
+			return aais.VoteResult{}, err
+		}
+		return aais.VoteResult{Resolution: &r}, nil
+	}
+	m, err := aais.Parse(p.events[0].json(p.seq(0)))
+	if err != nil {
+		return aais.VoteResult{}, fmt.Errorf("pgstore: %w", err)
+	}
+	return aais.VoteResult{Recorded: true, Event: m}, nil
 }

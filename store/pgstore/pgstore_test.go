@@ -853,3 +853,13 @@ func TestFollowAcrossReplicasIsPrompt(t *testing.T) {
 	}
 	t.Logf("cross-replica delivery: %v", took)
 }
+
+// TestQuorum runs the M-of-N kit; the race decides through three Stores
+// with pools of their own on one schema: three replicas.
+func TestQuorum(t *testing.T) {
+	pgtest.DSN(t)
+	aaistest.RunQuorum(t, aaistest.Backend{
+		New:    func(t *testing.T) aais.Store { return open(t, pgtest.Schema(t)) },
+		Reopen: reopen,
+	})
+}

@@ -107,6 +107,7 @@ type pending struct {
 	resolutions []resolutionRow
 	resolve     []string // requests marked resolved
 	rules       []ruleRow
+	votes       []voteRow
 
 	first uint64
 }
@@ -123,6 +124,14 @@ type requestRow struct {
 type resolutionRow struct {
 	requestID, decisionFingerprint, byRule string
 	ev                                     int
+}
+
+// voteRow is a vote; ev is the index of its activity event, -1 for none.
+type voteRow struct {
+	requestID, actorID, fingerprint string
+	position                        int
+	vote                            []byte
+	ev                              int
 }
 
 type ruleRow struct {
@@ -174,6 +183,11 @@ WITH m AS (
 	INSERT INTO rules (id, request_id, revoked, json)
 	SELECT u.id, u.rid, u.revoked, u.json
 	FROM m, unnest($16::text[], $17::text[], $18::bool[], $19::bytea[]) AS u(id, rid, revoked, json)
+), iv AS (
+	INSERT INTO votes (request_id, position, actor_id, fingerprint, vote, sequence)
+	SELECT v.rid, v.pos, v.aid, v.fp, v.vote, e.seq
+	FROM m CROSS JOIN unnest($21::text[], $22::int[], $23::text[], $24::text[], $25::bytea[], $26::bigint[]) AS v(rid, pos, aid, fp, vote, ev)
+	LEFT JOIN e ON e.o = v.ev
 )
 SELECT base, store_id, pg_notify($20, store_id || ':' || latest) FROM m`
 
@@ -207,6 +221,10 @@ func (s *Store) appendEvents(ctx context.Context, tx pgx.Tx, prepared []any, com
 		lIDs, lRIDs           []string
 		lRevoked              []bool
 		lJSON                 [][]byte
+		vRIDs, vAIDs, vFPs    []string
+		vPos                  []int32
+		vJSON                 [][]byte
+		vEv                   []int64
 		ps                    = make([]*pending, 0, len(prepared))
 		offsets               = make([]int64, 0, len(prepared))
 		n                     int64
@@ -231,6 +249,15 @@ func (s *Store) appendEvents(ctx context.Context, tx pgx.Tx, prepared []any, com
 		for _, r := range p.rules {
 			lIDs, lRIDs, lRevoked, lJSON = append(lIDs, r.id), append(lRIDs, r.requestID), append(lRevoked, r.revoked), append(lJSON, r.json)
 		}
+		for _, v := range p.votes {
+			vRIDs, vAIDs, vFPs = append(vRIDs, v.requestID), append(vAIDs, v.actorID), append(vFPs, v.fingerprint)
+			vPos, vJSON = append(vPos, int32(v.position)), append(vJSON, v.vote)
+			ev := int64(0) // matches no event: ordinality starts at 1
+			if v.ev >= 0 {
+				ev = n + int64(v.ev) + 1
+			}
+			vEv = append(vEv, ev)
+		}
 		n += int64(len(p.events))
 	}
 	if n == 0 || n > aais.MaxSequence {
@@ -238,7 +265,8 @@ func (s *Store) appendEvents(ctx context.Context, tx pgx.Tx, prepared []any, com
 	}
 	var b pgx.Batch
 	b.Queue(appendSQL, n, types, rids, pres, sufs, qIDs, qFPs, qOwners, qResolved, qEv,
-		sRIDs, sDFPs, sByRule, sEv, resolve, lIDs, lRIDs, lRevoked, lJSON, s.channel)
+		sRIDs, sDFPs, sByRule, sEv, resolve, lIDs, lRIDs, lRevoked, lJSON, s.channel,
+		vRIDs, vPos, vAIDs, vFPs, vJSON, vEv)
 	var base int64
 	read := func(br pgx.BatchResults) error {
 		var id string

@@ -33,7 +33,9 @@
 // concurrent writers, whether goroutines, several Stores or several
 // processes on the same file, never produce gaps or duplicate sequences
 // and ResolveIfPending succeeds exactly once per request; the resolutions
-// primary key would refuse a second resolution anyway. A request and its
+// primary key would refuse a second resolution anyway. RecordVote (the
+// votes of requests that need several approvals, aais.VoteStore) counts a
+// request's votes and writes the new one under the same lock. A request and its
 // event are committed together, so a reader that sees the event can read
 // the request. Reads run in (deferred) read transactions, so Pending's list
 // and its as-of sequence, and an EventPage's events, Latest and StoreID,

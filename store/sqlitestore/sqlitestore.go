@@ -48,7 +48,7 @@ type Store struct {
 	shared bool
 }
 
-var _ aais.Store = (*Store)(nil)
+var _ aais.VoteStore = (*Store)(nil)
 
 //go:embed migrations/*.sql
 var migrationFS embed.FS
@@ -147,6 +147,7 @@ func (s *Store) Reset(ctx context.Context) error {
 	return s.write(ctx, func(tx *sqlitedb.Tx) error {
 		for _, q := range []string{
 			"DELETE FROM rules",
+			"DELETE FROM votes",
 			"DELETE FROM resolutions",
 			"DELETE FROM requests",
 			"DELETE FROM events",
@@ -758,4 +759,144 @@ func wrap(err error) error {
 		return err
 	}
 	return fmt.Errorf("sqlitestore: %w", err)
+}
+
+// Votes implements aais.VoteStore.
+func (s *Store) Votes(ctx context.Context, id string) ([]aais.StoredVote, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	type row struct {
+		vote, event []byte
+		fp          string
+	}
+	var rows []row
+	err := s.db.Read(ctx, func(tx *sqlitedb.Tx) error {
+		rows = nil
+		var one int
+		err := tx.QueryRowContext(ctx, "SELECT 1 FROM requests WHERE id = ?", id).Scan(&one)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("%w: %s", aais.ErrUnknownRequest, id)
+		}
+		if err != nil {
+			return err
+		}
+		rs, err := tx.QueryContext(ctx, `SELECT v.vote, v.fingerprint, e.json FROM votes v
+			LEFT JOIN events e ON e.sequence = v.sequence WHERE v.request_id = ? ORDER BY v.position`, id)
+		if err != nil {
+			return err
+		}
+		defer rs.Close()
+		for rs.Next() {
+			var r row
+			if err := rs.Scan(&r.vote, &r.fp, &r.event); err != nil {
+				return err
+			}
+			rows = append(rows, r)
+		}
+		return rs.Err()
+	})
+	if err != nil {
+		return nil, wrap(err)
+	}
+	out := make([]aais.StoredVote, 0, len(rows))
+	for _, r := range rows {
+		v, err := aais.UnmarshalVote(r.vote)
+		if err != nil {
+			return nil, fmt.Errorf("sqlitestore: %w", err)
+		}
+		sv := aais.StoredVote{Vote: v, Fingerprint: r.fp}
+		if r.event != nil {
+			if sv.Event, err = aais.Parse(r.event); err != nil {
+				return nil, fmt.Errorf("sqlitestore: stored vote event: %w", err)
+			}
+		}
+		out = append(out, sv)
+	}
+	return out, nil
+}
+
+// RecordVote implements aais.VoteStore. The pending check, the vote count
+// and the writes run in one write transaction (BEGIN IMMEDIATE: one writer
+// at a time, in every process on the file); the votes primary key and
+// unique actor refuse a second vote at a position or by a reviewer even if
+// they did not.
+func (s *Store) RecordVote(ctx context.Context, rec aais.VoteRecord) (aais.VoteResult, error) {
+	if err := ctx.Err(); err != nil {
+		return aais.VoteResult{}, err
+	}
+	if err := aais.CheckVoteRecord(rec); err != nil {
+		return aais.VoteResult{}, err
+	}
+	vj, err := aais.MarshalVote(rec.Vote.Vote)
+	if err != nil {
+		return aais.VoteResult{}, err
+	}
+	var ev event
+	if rec.Resolution != nil {
+		ev, err = newEvent(rec.Resolution.Event)
+	} else {
+		ev, err = newEvent(rec.Vote.Event)
+	}
+	if err != nil {
+		return aais.VoteResult{}, err
+	}
+	var out aais.VoteResult
+	err = s.write(ctx, func(tx *sqlitedb.Tx) error {
+		out = aais.VoteResult{}
+		var (
+			res  []byte
+			rdfp sql.NullString
+		)
+		err := tx.QueryRowContext(ctx, qResolution, rec.RequestID).Scan(&res, &rdfp)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("%w: %s", aais.ErrUnknownRequest, rec.RequestID)
+		}
+		if err != nil {
+			return err
+		}
+		if res != nil {
+			r, err := resolutionRecord(nil, res, rdfp.String)
+			if err != nil {
+				return err
+			}
+			out.Resolution = &r
+			return nil
+		}
+		var n, mine int
+		if err := tx.QueryRowContext(ctx, "SELECT count(*), count(*) FILTER (WHERE actor_id = ?) FROM votes WHERE request_id = ?",
+			rec.Vote.Vote.Actor.ID, rec.RequestID).Scan(&n, &mine); err != nil {
+			return err
+		}
+		if n != rec.Seen {
+			out.Changed = true
+			return nil
+		}
+		if mine != 0 {
+			return fmt.Errorf("%w: %s", aais.ErrAlreadyVoted, rec.Vote.Vote.Actor.ID)
+		}
+		var seq sql.NullInt64
+		if rec.Resolution != nil {
+			if out.Event, err = insertResolution(ctx, tx, rec.RequestID, *rec.Resolution, ev); err != nil {
+				return err
+			}
+		} else {
+			var sq int64
+			if out.Event, sq, err = appendEvent(ctx, tx, ev, rec.RequestID); err != nil {
+				return err
+			}
+			seq = sql.NullInt64{Int64: sq, Valid: true}
+		}
+		if _, err := tx.ExecContext(ctx,
+			"INSERT INTO votes (request_id, position, actor_id, fingerprint, vote, sequence) VALUES (?, ?, ?, ?, ?, ?)",
+			rec.RequestID, n, rec.Vote.Vote.Actor.ID, rec.Vote.Fingerprint, vj, seq); err != nil {
+			return err
+		}
+		out.Recorded = true
+		return nil
+	})
+	if err != nil {
+		return aais.VoteResult{}, wrap(err)
+	}
+	return out, nil
 }

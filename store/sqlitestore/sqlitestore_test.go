@@ -577,3 +577,14 @@ func TestCrossProcess(t *testing.T) {
 		}
 	}
 }
+
+// TestQuorum runs the M-of-N kit; the race decides through three Stores
+// on one file, as three processes would.
+func TestQuorum(t *testing.T) {
+	aaistest.RunQuorum(t, aaistest.Backend{
+		New: func(t *testing.T) aais.Store {
+			return open(t, filepath.Join(t.TempDir(), "store.db"))
+		},
+		Reopen: reopen,
+	})
+}
