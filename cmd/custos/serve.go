@@ -186,7 +186,15 @@ func serve(ctx context.Context, cfg config.Config, out, errOut io.Writer) error 
 	}
 	defer state.Close()
 	st := state.Approvals
-	auth, err := aais.NewAuthority(st, &aais.AuthorityOptions{Stream: cfg.Agent})
+	remember, err := cfg.Oversight.RememberPolicy(gateway.RequestProfile)
+	if err != nil {
+		return err
+	}
+	aopts := &aais.AuthorityOptions{Stream: cfg.Agent}
+	if remember != nil {
+		aopts.Remember = remember
+	}
+	auth, err := aais.NewAuthority(st, aopts)
 	if err != nil {
 		return err
 	}
@@ -249,7 +257,7 @@ func serve(ctx context.Context, cfg config.Config, out, errOut io.Writer) error 
 	gw, err := gateway.New(gateway.Options{Tracer: tracer,
 		Agent: cfg.Agent, Signer: signer, KID: kid, Keys: keys, Trust: trust, Authorizer: authorizer, Grants: grants, Handlers: handlers,
 		Authority: auth, Exchanges: xs, Audit: auditLog, ApprovalTTL: cfg.Oversight.TTL,
-		AllowSession: cfg.Oversight.AllowSession, ReviewWithin: cfg.Oversight.ReviewWithin, Callbacks: callbacks, Logger: logger,
+		AllowSession: cfg.Oversight.AllowSession, Remember: remember, ReviewWithin: cfg.Oversight.ReviewWithin, Callbacks: callbacks, Logger: logger,
 		RateLimit: gateway.RateLimit{PerSecond: cfg.RateLimit.PerSecond, Burst: cfg.RateLimit.Burst}, Limiter: state.Limiter, Units: state,
 		ClaimLease: lease, CheckpointEvery: checkpointEvery,
 		StatusURL: func(id string) string { return cfg.PublicURL + "/v1/arsia/exchanges/" + id },
