@@ -81,7 +81,7 @@ type RememberRules struct {
 
 // Validate checks the entries: known scopes (never once), globs that
 // compile, constraints that parse with no unknown key, no negative age.
-// Index i of a problem is the entry's position from 1.
+// Each problem names the entry by its position from 1.
 func (p *RememberRules) Validate() error {
 	var problems []string
 	for i, r := range p.Rules {
@@ -109,7 +109,7 @@ func (p *RememberRules) Validate() error {
 		}
 	}
 	if len(problems) > 0 {
-		return fmt.Errorf("%w: %s", ErrNotRemembered, strings.Join(problems, "; "))
+		return errors.New(strings.Join(problems, "; "))
 	}
 	return nil
 }
