@@ -40,6 +40,11 @@ type AuthorityOptions struct {
 	// approval lives (the scope_constraints may end it sooner). Zero means
 	// no cap.
 	RuleMaxAge time.Duration
+	// Remember, when set, is the policy on remembered approvals: which
+	// session and persistent choices may be offered, with which required
+	// constraints, and how long their rules live (see RememberPolicy).
+	// Nil holds remembered approvals to nothing but their constraints.
+	Remember RememberPolicy
 }
 
 // DecisionExtension is the extension key of a receipt that a decision
@@ -82,7 +87,10 @@ func DecidedBy(r *Resolution) (actor Actor, justification string, ok bool) {
 // automatically. Its value names the rule and the approval it came from:
 //
 //	{"rule_id": "rul_…", "scope": "session", "request_id": "apr_…",
-//	 "resolution_id": "res_…", "approved_by": "alice"}
+//	 "resolution_id": "res_…", "approved_by": "alice",
+//	 "because": ["rule rul_…: a session approval by alice of request apr_…",
+//	             "not revoked; expires at …", "action_name is \"billing.refund\"",
+//	             "argument \"/amount\": value <= 100 holds", …]}
 const RuleExtension = "custos.dev/rule"
 
 // RuntimeActor is the actor recorded when the runtime itself revokes rules
@@ -111,6 +119,7 @@ type Authority struct {
 	owner      *ProcessIdentity
 	liveness   func(ProcessIdentity) Liveness
 	ruleMaxAge time.Duration
+	remember   RememberPolicy
 }
 
 // NewAuthority returns an Authority keeping its state in s.
@@ -139,6 +148,7 @@ func NewAuthority(s Store, o *AuthorityOptions) (*Authority, error) {
 			return nil, fmt.Errorf("%w: negative rule age", ErrBuild)
 		}
 		a.ruleMaxAge = o.RuleMaxAge
+		a.remember = o.Remember
 	}
 	return a, nil
 }
@@ -212,6 +222,9 @@ func (a *Authority) Submit(ctx context.Context, req *Request) (Submission, error
 			}
 		}
 	}
+	if err := a.checkRemember(ev.Request); err != nil {
+		return Submission{}, err
+	}
 	fp, err := fingerprint(ev.Request)
 	if err != nil {
 		return Submission{}, err
@@ -224,13 +237,14 @@ func (a *Authority) Submit(ctx context.Context, req *Request) (Submission, error
 		// The store ignores rec.Resolution when the request exists.
 		// A rule never stands in for a quorum: its one approver is not N.
 		var rule *Rule
+		var because []string
 		if !multi {
-			if rule, err = a.matchRule(ctx, ev.Request, now); err != nil {
+			if rule, because, err = a.matchRule(ctx, ev.Request, now); err != nil {
 				return Submission{}, err
 			}
 		}
 		if rule != nil {
-			res, err := a.ruleResolution(ev.Request, rule, now)
+			res, err := a.ruleResolution(ev.Request, rule, because, now)
 			if err != nil {
 				return Submission{}, err
 			}
@@ -266,23 +280,53 @@ func (a *Authority) Submit(ctx context.Context, req *Request) (Submission, error
 	}
 }
 
-// matchRule returns the first active rule that covers req, or nil.
-func (a *Authority) matchRule(ctx context.Context, req *Request, now time.Time) (*Rule, error) {
+// matchRule returns the first rule, in matching order, that covers req
+// under the remember policy, and why; nil when none does.
+func (a *Authority) matchRule(ctx context.Context, req *Request, now time.Time) (*Rule, []string, error) {
+	rules, err := a.store.Rules(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, r := range rules.Sorted() {
+		if ok, _, because := a.explainRule(r, req, now); ok {
+			return r, because, nil
+		}
+	}
+	return nil, nil, nil
+}
+
+// ExplainRules evaluates every saved rule against req at the authority's
+// clock, as Submit would under the remember policy, in matching order:
+// the first entry with Matched true is the rule that would approve req.
+// It records nothing.
+func (a *Authority) ExplainRules(ctx context.Context, req *Request) ([]RuleMatch, error) {
+	if req == nil {
+		return nil, fmt.Errorf("%w: nil request", ErrInvalid)
+	}
 	rules, err := a.store.Rules(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return rules.Match(req, now), nil
+	now := a.now()
+	sorted := rules.Sorted()
+	out := make([]RuleMatch, len(sorted))
+	for i, r := range sorted {
+		ok, why, because := a.explainRule(r, req, now)
+		out[i] = RuleMatch{Rule: r, Matched: ok, Reason: why, Because: because}
+	}
+	return out, nil
 }
 
-// ruleResolution builds the receipt of an automatic approval by rule.
-func (a *Authority) ruleResolution(req *Request, r *Rule, now time.Time) (ResolutionRecord, error) {
-	ext, err := json.Marshal(map[string]string{
+// ruleResolution builds the receipt of an automatic approval by rule;
+// because (Rule.Explain) goes in its RuleExtension.
+func (a *Authority) ruleResolution(req *Request, r *Rule, because []string, now time.Time) (ResolutionRecord, error) {
+	ext, err := json.Marshal(map[string]any{
 		"rule_id":       r.ID,
 		"scope":         string(r.Scope),
 		"request_id":    r.RequestID,
 		"resolution_id": r.ResolutionID,
 		"approved_by":   r.Actor.ID,
+		"because":       because,
 	})
 	if err != nil {
 		return ResolutionRecord{}, err
@@ -449,9 +493,17 @@ func (a *Authority) DecideWith(ctx context.Context, d *Decision, o DecideOptions
 	}
 	rec.DecisionFingerprint = fp
 	if outcome == OutcomeApproved && dec.Scope.Bounded() {
+		choice, _ := req.Choice(Approve, dec.Scope)
+		lim, err := a.ruleLimits(req, dec.Scope, choice.ScopeConstraints)
+		if err != nil {
+			return nil, err
+		}
 		p := RuleParams{Request: req, Decision: dec, Resolution: rec.Event.Resolution, Now: now}
 		if a.ruleMaxAge > 0 {
 			p.ExpiresAt = now.Add(a.ruleMaxAge)
+		}
+		if lim.MaxAge > 0 && (p.ExpiresAt.IsZero() || now.Add(lim.MaxAge).Before(p.ExpiresAt)) {
+			p.ExpiresAt = now.Add(lim.MaxAge)
 		}
 		if rec.Rule, err = a.opts.NewRule(p); err != nil {
 			return nil, err

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/big"
 	"path"
 	"regexp"
 	"slices"
@@ -56,6 +57,13 @@ import (
 //	                                  pattern with path.Match semantics
 //	                                  ('*' and '?' do not match '/', '[...]'
 //	                                  classes, '\' escapes).
+//	argument_range            object  JSON Pointer -> numeric range: the
+//	                                  value at the pointer is a JSON number
+//	                                  within the range, compared exactly as
+//	                                  a decimal ("value <= 100",
+//	                                  "100 <= value < 500"; the grammar and
+//	                                  its limits are in numrange.go and
+//	                                  docs/aais.md).
 //	command_prefix            string  shorthand used by the upstream
 //	                                  fixture: argument_prefix on "/command",
 //	                                  and the rest of the command after the
@@ -107,6 +115,7 @@ const (
 	ConstraintArgumentEquals         = "argument_equals"
 	ConstraintArgumentPrefix         = "argument_prefix"
 	ConstraintArgumentGlob           = "argument_glob"
+	ConstraintArgumentRange          = "argument_range"
 	ConstraintCommandPrefix          = "command_prefix"
 	ConstraintOriginHarness          = "origin_harness"
 	ConstraintOriginSession          = "origin_session"
@@ -140,6 +149,9 @@ type ConstraintSet struct {
 	ArgumentEquals map[string]json.RawMessage
 	ArgumentPrefix map[string]string
 	ArgumentGlob   map[string]string
+	// ArgumentRange maps a JSON Pointer to the numeric range the number
+	// there must lie in.
+	ArgumentRange map[string]NumericRange
 	// CommandPrefix is command_prefix: a prefix of the string at
 	// "/command", with no shell metacharacter after it.
 	CommandPrefix string
@@ -232,6 +244,24 @@ func (cs *ConstraintSet) set(key string, raw json.RawMessage) error {
 				return fmt.Errorf("%s: %v", p, err)
 			}
 			cs.ArgumentEquals[p] = c
+		}
+		return nil
+	case ConstraintArgumentRange:
+		m, err := pointerMap(raw)
+		if err != nil {
+			return err
+		}
+		cs.ArgumentRange = make(map[string]NumericRange, len(m))
+		for _, p := range sortedKeys(m) {
+			s, ok := m[p].(string)
+			if !ok || s == "" {
+				return fmt.Errorf("%q: want a range as a string, such as \"value <= 100\"", p)
+			}
+			r, err := ParseNumericRange(s)
+			if err != nil {
+				return fmt.Errorf("%q: %s: %v", p, strconv.Quote(s), err)
+			}
+			cs.ArgumentRange[p] = r
 		}
 		return nil
 	case ConstraintArgumentPrefix, ConstraintArgumentGlob:
@@ -369,6 +399,12 @@ func (cs ConstraintSet) clone() ConstraintSet {
 			out.ArgumentGlob[k] = v
 		}
 	}
+	if cs.ArgumentRange != nil {
+		out.ArgumentRange = make(map[string]NumericRange, len(cs.ArgumentRange))
+		for k, v := range cs.ArgumentRange {
+			out.ArgumentRange[k] = v // the bounds are never modified
+		}
+	}
 	out.Unknown = slices.Clone(cs.Unknown)
 	return out
 }
@@ -378,103 +414,169 @@ func (cs ConstraintSet) clone() ConstraintSet {
 // not match), unknown keys never match. Session binding and revocation
 // belong to the Rule (see Rule.Matches).
 func (cs *ConstraintSet) Matches(req *Request, now time.Time) (bool, string) {
+	ok, why, _ := cs.Explain(req, now)
+	return ok, why
+}
+
+// Explain is Matches that also says, when the constraints hold, why:
+// one line per constraint that held, in a fixed order ("action_name is
+// \"billing.refund\"", "argument_range \"/amount\": value <= 100"). The
+// lines quote the constraints, which the authority wrote, never the
+// request's values.
+func (cs *ConstraintSet) Explain(req *Request, now time.Time) (ok bool, why string, because []string) {
 	if req == nil {
-		return false, "no request"
+		return false, "no request", nil
 	}
 	if now.IsZero() {
-		return false, "no time given"
+		return false, "no time given", nil
 	}
 	if !cs.ExpiresAt.IsZero() && !now.Before(cs.ExpiresAt.Time()) {
-		return false, "expires_at: the rule has expired"
+		return false, "expires_at: the rule has expired", nil
 	}
 	if len(cs.Unknown) > 0 {
-		return false, "unknown constraint " + strings.Join(cs.Unknown, ", ") + ": never matches (fail closed)"
+		return false, "unknown constraint " + strings.Join(cs.Unknown, ", ") + ": never matches (fail closed)", nil
+	}
+	held := func(format string, a ...any) { because = append(because, fmt.Sprintf(format, a...)) }
+	if !cs.ExpiresAt.IsZero() {
+		held("expires_at %s is still ahead", cs.ExpiresAt.Time().UTC().Format(time.RFC3339))
 	}
 	o := req.Origin
-	if cs.OriginHarness != "" && o.Harness != cs.OriginHarness {
-		return false, "origin_harness: different harness"
+	if cs.OriginHarness != "" {
+		if o.Harness != cs.OriginHarness {
+			return false, "origin_harness: different harness", nil
+		}
+		held("origin_harness is %q", cs.OriginHarness)
 	}
-	if cs.OriginSession != "" && o.SessionID != cs.OriginSession {
-		return false, "origin_session: different session"
+	if cs.OriginSession != "" {
+		if o.SessionID != cs.OriginSession {
+			return false, "origin_session: different session", nil
+		}
+		held("origin_session is %q", cs.OriginSession)
 	}
-	if cs.OriginProject != "" && o.Project != cs.OriginProject {
-		return false, "origin_project: different project"
+	if cs.OriginProject != "" {
+		if o.Project != cs.OriginProject {
+			return false, "origin_project: different project", nil
+		}
+		held("origin_project is %q", cs.OriginProject)
 	}
 	a := req.Action
 	if a.IsZero() {
-		return false, "the request has no action"
+		return false, "the request has no action", nil
 	}
 	if cs.ActionDigest != "" {
 		d, err := a.Digest()
 		if err != nil || d != cs.ActionDigest {
-			return false, "action_digest: a different action"
+			return false, "action_digest: a different action", nil
 		}
+		held("action_digest is %s (this exact action)", cs.ActionDigest)
 	}
-	if cs.ActionKind != "" && a.Kind() != cs.ActionKind {
-		return false, "action_kind: different kind"
+	if cs.ActionKind != "" {
+		if a.Kind() != cs.ActionKind {
+			return false, "action_kind: different kind", nil
+		}
+		held("action_kind is %q", cs.ActionKind)
 	}
-	if cs.ActionName != "" && a.Name() != cs.ActionName {
-		return false, "action_name: different name"
+	if cs.ActionName != "" {
+		if a.Name() != cs.ActionName {
+			return false, "action_name: different name", nil
+		}
+		held("action_name is %q", cs.ActionName)
 	}
 	if cs.ResourcePrefix != "" {
 		if ok, why := pathPrefix(a.Resource(), cs.ResourcePrefix); !ok {
-			return false, "resource_prefix: " + why
+			return false, "resource_prefix: " + why, nil
 		}
+		held("resource is under resource_prefix %q", cs.ResourcePrefix)
 	}
 	if cs.WorkingDirectoryPrefix != "" {
 		if ok, why := pathPrefix(a.WorkingDirectory(), cs.WorkingDirectoryPrefix); !ok {
-			return false, "working_directory_prefix: " + why
+			return false, "working_directory_prefix: " + why, nil
 		}
+		held("working_directory is under working_directory_prefix %q", cs.WorkingDirectoryPrefix)
 	}
-	if cs.ArgumentEquals == nil && cs.ArgumentPrefix == nil && cs.ArgumentGlob == nil && cs.CommandPrefix == "" {
-		return true, ""
+	if cs.ArgumentEquals == nil && cs.ArgumentPrefix == nil && cs.ArgumentGlob == nil && cs.ArgumentRange == nil && cs.CommandPrefix == "" {
+		return true, "", because
 	}
 	args, err := jcs.Decode(a.view.Arguments)
 	if err != nil {
-		return false, "the action's arguments cannot be read"
+		return false, "the action's arguments cannot be read", nil
 	}
 	for _, p := range sortedKeys(cs.ArgumentEquals) {
 		v, ok := resolvePointer(args, p)
 		if !ok {
-			return false, fmt.Sprintf("argument_equals %q: no such argument", p)
+			return false, fmt.Sprintf("argument_equals %q: no such argument", p), nil
 		}
 		c, err := jcs.CanonicalizeValue(v)
 		if err != nil || string(c) != string(cs.ArgumentEquals[p]) {
-			return false, fmt.Sprintf("argument_equals %q: different value", p)
+			return false, fmt.Sprintf("argument_equals %q: different value", p), nil
 		}
+		held("argument %q equals %s", p, cs.ArgumentEquals[p])
 	}
 	for _, p := range sortedKeys(cs.ArgumentPrefix) {
 		s, why := argumentString(args, p)
 		if why != "" {
-			return false, fmt.Sprintf("argument_prefix %q: %s", p, why)
+			return false, fmt.Sprintf("argument_prefix %q: %s", p, why), nil
 		}
 		if !strings.HasPrefix(s, cs.ArgumentPrefix[p]) {
-			return false, fmt.Sprintf("argument_prefix %q: does not start with the prefix", p)
+			return false, fmt.Sprintf("argument_prefix %q: does not start with the prefix", p), nil
 		}
+		held("argument %q starts with %q", p, cs.ArgumentPrefix[p])
 	}
 	if cs.CommandPrefix != "" {
 		s, why := argumentString(args, "/command")
 		if why != "" {
-			return false, "command_prefix: " + why
+			return false, "command_prefix: " + why, nil
 		}
 		rest, ok := strings.CutPrefix(s, cs.CommandPrefix)
 		if !ok {
-			return false, "command_prefix: the command does not start with the prefix"
+			return false, "command_prefix: the command does not start with the prefix", nil
 		}
 		if i := strings.IndexFunc(rest, isShellMeta); i >= 0 {
-			return false, "command_prefix: a shell metacharacter follows the prefix"
+			return false, "command_prefix: a shell metacharacter follows the prefix", nil
 		}
+		held("the command starts with %q and no shell metacharacter follows", cs.CommandPrefix)
 	}
 	for _, p := range sortedKeys(cs.ArgumentGlob) {
 		s, why := argumentString(args, p)
 		if why != "" {
-			return false, fmt.Sprintf("argument_glob %q: %s", p, why)
+			return false, fmt.Sprintf("argument_glob %q: %s", p, why), nil
 		}
 		if ok, err := path.Match(cs.ArgumentGlob[p], s); err != nil || !ok {
-			return false, fmt.Sprintf("argument_glob %q: does not match the pattern", p)
+			return false, fmt.Sprintf("argument_glob %q: does not match the pattern", p), nil
 		}
+		held("argument %q matches the pattern %q", p, cs.ArgumentGlob[p])
 	}
-	return true, ""
+	for _, p := range sortedKeys(cs.ArgumentRange) {
+		x, why := argumentNumber(args, p)
+		if why != "" {
+			return false, fmt.Sprintf("argument_range %q: %s", p, why), nil
+		}
+		r := cs.ArgumentRange[p]
+		if !r.Contains(x) {
+			return false, fmt.Sprintf("argument_range %q: outside %s", p, r), nil
+		}
+		held("argument %q: %s holds", p, r)
+	}
+	return true, "", because
+}
+
+// argumentNumber reads the number at p exactly, or says why it cannot:
+// a value that is not a JSON number, or one outside the limits of
+// parseDecimal, does not compare.
+func argumentNumber(args any, p string) (*big.Rat, string) {
+	v, ok := resolvePointer(args, p)
+	if !ok {
+		return nil, "no such argument"
+	}
+	n, ok := v.(json.Number)
+	if !ok {
+		return nil, "not a number"
+	}
+	x, err := parseDecimal(string(n))
+	if err != nil {
+		return nil, "the number cannot be compared: " + err.Error()
+	}
+	return x, ""
 }
 
 func argumentString(args any, p string) (string, string) {
@@ -773,29 +875,49 @@ func (r *Rule) Revoke(at time.Time, by Actor) (*Rule, error) {
 // parsed (NewRequest, Parse), and still compare the digest of the action
 // about to run with the request's before running it.
 func (r *Rule) Matches(req *Request, now time.Time) (bool, string) {
+	ok, why, _ := r.Explain(req, now)
+	return ok, why
+}
+
+// Explain is Matches that also says, when the rule covers req, why: which
+// rule (its id, scope and approver), that it is neither revoked nor
+// expired, the session binding, and every constraint that held (see
+// ConstraintSet.Explain). The lines never quote the request's values.
+func (r *Rule) Explain(req *Request, now time.Time) (ok bool, why string, because []string) {
 	switch {
 	case r == nil || r.set == nil:
-		return false, "not a rule made by NewRule"
+		return false, "not a rule made by NewRule", nil
 	case req == nil:
-		return false, "no request"
+		return false, "no request", nil
 	case now.IsZero():
-		return false, "no time given"
+		return false, "no time given", nil
 	case r.Revoked():
-		return false, "the rule was revoked"
+		return false, "the rule was revoked", nil
 	case r.Expired(now):
-		return false, "the rule has expired"
+		return false, "the rule has expired", nil
 	case !r.Scope.Bounded():
-		return false, "the rule has no session or persistent scope"
+		return false, "the rule has no session or persistent scope", nil
 	}
 	if len(r.set.Unknown) > 0 {
-		return false, "unknown constraint " + strings.Join(r.set.Unknown, ", ") + ": never matches (fail closed)"
+		return false, "unknown constraint " + strings.Join(r.set.Unknown, ", ") + ": never matches (fail closed)", nil
+	}
+	because = []string{fmt.Sprintf("rule %s: a %s approval by %s of request %s", r.ID, r.Scope, r.Actor.ID, r.RequestID)}
+	if r.ExpiresAt.IsZero() {
+		because = append(because, "not revoked; no expiry")
+	} else {
+		because = append(because, "not revoked; expires at "+r.ExpiresAt.UTC().Format(time.RFC3339))
 	}
 	if r.Scope == ScopeSession {
 		if r.Origin.SessionID == "" || req.Origin.SessionID != r.Origin.SessionID || req.Origin.Harness != r.Origin.Harness {
-			return false, "session rule: the request is from another session"
+			return false, "session rule: the request is from another session", nil
 		}
+		because = append(because, fmt.Sprintf("same session %q of harness %q", r.Origin.SessionID, r.Origin.Harness))
 	}
-	return r.set.Matches(req, now)
+	ok, why, held := r.set.Explain(req, now)
+	if !ok {
+		return false, why, nil
+	}
+	return true, "", append(because, held...)
 }
 
 // ruleJSON is the storage form of a Rule.
@@ -926,6 +1048,8 @@ type RuleMatch struct {
 	Matched bool
 	// Reason says why the rule does not match ("" when it does).
 	Reason string
+	// Because says why it matches (Rule.Explain; nil when it does not).
+	Because []string
 }
 
 // Explain evaluates every rule against req at now, in matching order, for
@@ -934,8 +1058,8 @@ func (s RuleSet) Explain(req *Request, now time.Time) []RuleMatch {
 	sorted := s.Sorted()
 	out := make([]RuleMatch, len(sorted))
 	for i, r := range sorted {
-		ok, why := r.Matches(req, now)
-		out[i] = RuleMatch{Rule: r, Matched: ok, Reason: why}
+		ok, why, because := r.Explain(req, now)
+		out[i] = RuleMatch{Rule: r, Matched: ok, Reason: why, Because: because}
 	}
 	return out
 }

@@ -79,13 +79,20 @@ type Options struct {
 	// ApprovalTTL is how long a reviewer has (10 minutes when zero).
 	ApprovalTTL time.Duration
 	// AllowSession offers "approve for this session", limited to the
-	// capability and the sender.
+	// capability and the sender, when Remember is nil.
 	AllowSession bool
 	// Quorums say which calls need several approvals (M-of-N, two-person
 	// rules); see QuorumRule. A call needs the largest ApprovalsRequired
 	// of the rules that match it and of its descriptor's
 	// RequiredApprovals.
 	Quorums []QuorumRule
+	// Remember, when set, decides which remembered choices a call's
+	// approval offers: the scopes its entry for the capability and
+	// profile allows (session: bound to the capability and the sender's
+	// session; persistent: to the capability and the sender), each with
+	// the constraints the entry requires. Give the Authority the same
+	// policy (AuthorityOptions.Remember) so it holds them too.
+	Remember *aais.RememberRules
 	// StatusURL is where a sender polls an exchange (put in
 	// pending_approval replies).
 	StatusURL func(exchangeID string) string
@@ -205,6 +212,11 @@ func New(o Options) (*Gateway, error) {
 		return nil, errors.New("gateway: no trust store")
 	case o.Authority == nil || o.Exchanges == nil || o.Audit == nil:
 		return nil, errors.New("gateway: the authority, the exchange store and the audit log are required")
+	case o.Remember != nil && (o.Remember.ProfileOf == nil || !o.Authority.Remembers()):
+		// The gateway offers by the call's profile; an authority that
+		// read another profile (or held no policy) would judge other
+		// choices than those offered.
+		return nil, errors.New("gateway: a remember policy needs ProfileOf (RequestProfile) and the same policy on the authority")
 	}
 	if err := checkQuorums(o.Quorums); err != nil {
 		return nil, err

@@ -68,3 +68,14 @@ func ExchangeOfApproval(requestID string) (string, bool) {
 	}
 	return "exc_" + rest, true
 }
+
+// RequestProfile is the compliance profile a gateway's approval request
+// names in its ExchangeExtension ("" when none): the ProfileOf of the
+// remember policy of Options.Remember.
+func RequestProfile(req *aais.Request) string {
+	if req == nil {
+		return ""
+	}
+	ref, _ := ExchangeRefOf(req)
+	return ref.Profile
+}

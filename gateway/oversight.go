@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/custos-runtime/custos/aais"
@@ -30,20 +31,19 @@ func (g *Gateway) approvalRequest(x exchange.Exchange, call handler.Call, desc h
 	}
 	quorum := g.quorumOf(call.Capability, profile, desc)
 	exts := aais.Extensions{ExchangeExtension: ext}
+	var remembered []aais.Choice
 	if quorum.Multi() {
 		q, err := quorum.Extension()
 		if err != nil {
 			return nil, nil, err
 		}
 		exts[aais.QuorumExtension] = q
+		// A remembered approval would stand in for the quorum: none is
+		// offered.
+	} else if remembered, err = g.rememberChoices(call.Capability, call.From, profile); err != nil {
+		return nil, nil, err
 	}
-	// A remembered approval would stand in for the quorum: none is offered.
-	if g.o.AllowSession && !quorum.Multi() {
-		name, _ := json.Marshal(call.Capability)
-		choices = append(choices, aais.Choice{Decision: aais.Approve, Scope: aais.ScopeSession,
-			Label:            "Allow " + call.Capability + " from this agent for the session",
-			ScopeConstraints: aais.Constraints{"action_name": name}})
-	}
+	choices = append(choices, remembered...)
 	req, err := aais.NewRequest(aais.RequestParams{
 		ID:         x.ApprovalID,
 		CreatedAt:  now,
@@ -63,6 +63,57 @@ func (g *Gateway) approvalRequest(x exchange.Exchange, call handler.Call, desc h
 	}
 	b, err := m.MarshalJSON()
 	return b, req, err
+}
+
+// rememberChoices are the session and persistent choices a call's
+// approval offers: with Options.Remember those its entry allows, each
+// bound to the capability (and, persistent, to the sender) with the
+// constraints the entry requires; without it, a session choice when
+// AllowSession is set.
+func (g *Gateway) rememberChoices(capability, sender, profile string) ([]aais.Choice, error) {
+	name, _ := json.Marshal(capability)
+	if g.o.Remember == nil {
+		if !g.o.AllowSession {
+			return nil, nil
+		}
+		return []aais.Choice{{Decision: aais.Approve, Scope: aais.ScopeSession,
+			Label:            "Allow " + capability + " from this agent for the session",
+			ScopeConstraints: aais.Constraints{aais.ConstraintActionName: name}}}, nil
+	}
+	entry, _, ok := g.o.Remember.Entry(capability, profile)
+	if !ok {
+		return nil, nil
+	}
+	lim := aais.RememberLimits{MaxAge: entry.MaxAge, Required: entry.Constraints}
+	var out []aais.Choice
+	for _, scope := range []aais.Scope{aais.ScopeSession, aais.ScopePersistent} {
+		if !slices.Contains(entry.Scopes, scope) {
+			continue
+		}
+		base := aais.Constraints{aais.ConstraintActionName: name}
+		label := "Allow " + capability + " from this agent for the session"
+		if scope == aais.ScopePersistent {
+			from, _ := json.Marshal(sender)
+			base[aais.ConstraintOriginHarness] = json.RawMessage(`"custos"`)
+			base[aais.ConstraintOriginSession] = from
+			label = "Always allow " + capability + " from this agent, until revoked"
+		}
+		if entry.MaxAge > 0 {
+			label += " (at most " + entry.MaxAge.String() + ")"
+		}
+		if len(entry.Constraints) > 0 {
+			label += ", within the policy's limits"
+		}
+		if len(label) > 200 {
+			label = "Remember this approval (" + string(scope) + ")"
+		}
+		c, err := lim.Offer(base)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, aais.Choice{Decision: aais.Approve, Scope: scope, Label: label, ScopeConstraints: c})
+	}
+	return out, nil
 }
 
 // inline is what the receiving request knows of its call: the approval

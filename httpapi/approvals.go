@@ -183,6 +183,8 @@ type DecisionRecord struct {
 //	GET  /approvals/{id}/permission      what the caller may do with a request
 //	GET  /approvals/history              the latest resolutions
 //	GET  /approvals/rules                remembered approvals
+//	GET  /approvals/{id}/rules           which rules would approve request
+//	                                     id now, and why (or why not)
 //	POST /approvals/rules/{id}/revoke    revoke one
 //
 // Every endpoint requires authentication. The event stream starts after
@@ -233,6 +235,7 @@ func NewApprovals(o ApprovalsOptions) (http.Handler, error) {
 	mux.HandleFunc("GET /approvals/{id}/permission", a.permission)
 	mux.HandleFunc("GET /approvals/history", a.history)
 	mux.HandleFunc("GET /approvals/rules", a.rules)
+	mux.HandleFunc("GET /approvals/{id}/rules", a.explainRules)
 	mux.HandleFunc("POST /approvals/rules/{id}/revoke", a.revoke)
 	return a.authenticated(mux), nil
 }
@@ -413,6 +416,10 @@ func (a *approvals) failure(ctx context.Context, err error) *failure {
 		return &failure{http.StatusConflict, asc.FailedPrecondition, "This request needs several approvals, which this approval store cannot keep."}
 	case errors.Is(err, aais.ErrOwnerStopped):
 		return &failure{http.StatusConflict, asc.FailedPrecondition, "The process waiting to run this action has stopped; it cannot be approved."}
+	case errors.Is(err, aais.ErrNotRemembered):
+		// The remember policy changed since the choice was offered;
+		// nothing was decided, approve once still can be.
+		return &failure{http.StatusConflict, asc.FailedPrecondition, strings.TrimPrefix(err.Error(), aais.ErrNotRemembered.Error()+": ") + "."}
 	case errors.Is(err, aais.ErrInvalid):
 		return &failure{http.StatusBadRequest, asc.InvalidRequest, err.Error()}
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
@@ -531,6 +538,8 @@ type HistoryEntry struct {
 	Actor         *aais.Actor `json:"actor,omitempty"`
 	Justification string      `json:"justification,omitempty"`
 	RuleID        string      `json:"rule_id,omitempty"`
+	// Because says why the rule approved it (aais.RuleExtension).
+	Because []string `json:"because,omitempty"`
 	// SupersededBy is the request that replaced this one when a reviewer
 	// edited its arguments (outcome cancelled).
 	SupersededBy string `json:"superseded_by,omitempty"`
@@ -583,11 +592,12 @@ func (a *approvals) history(w http.ResponseWriter, r *http.Request) {
 			e.Actor, e.Justification = &actor, words
 		} else if raw, ok := res.Extensions[aais.RuleExtension]; ok {
 			var ref struct {
-				RuleID     string `json:"rule_id"`
-				ApprovedBy string `json:"approved_by"`
+				RuleID     string   `json:"rule_id"`
+				ApprovedBy string   `json:"approved_by"`
+				Because    []string `json:"because"`
 			}
 			if json.Unmarshal(raw, &ref) == nil {
-				e.RuleID = ref.RuleID
+				e.RuleID, e.Because = ref.RuleID, ref.Because
 				if ref.ApprovedBy != "" {
 					e.Actor = &aais.Actor{ID: ref.ApprovedBy, Type: aais.ActorHuman}
 				}
@@ -616,6 +626,35 @@ func (a *approvals) rules(w http.ResponseWriter, r *http.Request) {
 		out = append(out, entry{Rule: rule, Active: rule.Active(now)})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"rules": out})
+}
+
+// explainRules answers, for one request, every rule in matching order
+// with whether it would approve the request now under the remember
+// policy, why ("because": the rule, that it is in force, each constraint
+// that held) or why not ("reason").
+func (a *approvals) explainRules(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	st, err := a.o.Authority.State(ctx, r.PathValue("id"))
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	ms, err := a.o.Authority.ExplainRules(ctx, st.Request.Event.Request)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	type entry struct {
+		Rule    *aais.Rule `json:"rule"`
+		Matched bool       `json:"matched"`
+		Reason  string     `json:"reason,omitempty"`
+		Because []string   `json:"because,omitempty"`
+	}
+	out := []entry{}
+	for _, m := range ms {
+		out = append(out, entry{Rule: m.Rule, Matched: m.Matched, Reason: m.Reason, Because: m.Because})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"request_id": st.Request.Event.Request.ID, "rules": out})
 }
 
 // revoke revokes one rule as the caller, when the policy lets them: the

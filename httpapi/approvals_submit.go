@@ -61,8 +61,10 @@ type submit struct{ o SubmitOptions }
 //	                                         and answers its receipt
 //
 // Every call needs a bearer token that Auth accepts (the reviewers' API
-// tokens). A submitted request may not offer persistent choices (a rule
-// outliving the requester could approve other processes' actions), may not
+// tokens). A submitted request may offer session and persistent choices
+// only as the Authority's remember policy allows (without one, no
+// persistent choice: a rule outliving the requester could approve other
+// processes' actions; 400 saying which entry refused what), may not
 // use a reserved harness, and may carry the custos.dev/exchange extension
 // only with a profile member. The authenticated caller is recorded on the
 // request (extension custos.dev/submitter, SubmitterExtension), so that
@@ -173,8 +175,11 @@ func (s *submit) refusal(req *aais.Request) string {
 		return fmt.Sprintf("origin.harness %q is reserved for this server's own requests.", req.Origin.Harness)
 	}
 	for _, c := range req.Choices {
-		if c.Scope == aais.ScopePersistent {
-			return "Submitted requests may not offer persistent approvals; offer once or session choices."
+		// A rule outliving the requester could approve other processes'
+		// actions: only a remember policy may allow that, and the
+		// Authority holds the request to it.
+		if c.Scope == aais.ScopePersistent && !s.o.Authority.Remembers() {
+			return "Submitted requests may not offer persistent approvals unless the server's remember policy (oversight.remember) allows them; offer once or session choices."
 		}
 	}
 	if _, ok := req.Extensions[SubmitterExtension]; ok {

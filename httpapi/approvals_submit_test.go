@@ -22,8 +22,15 @@ type submitEnv struct {
 // newSubmitEnv mounts NewSubmit next to NewApprovals as custos serve does.
 func newSubmitEnv(t *testing.T) *submitEnv {
 	t.Helper()
+	return newSubmitEnvWith(t, nil)
+}
+
+// newSubmitEnvWith is newSubmitEnv with an authority holding remember
+// policy p (none when nil).
+func newSubmitEnvWith(t *testing.T, p aais.RememberPolicy) *submitEnv {
+	t.Helper()
 	s := memstore.New()
-	a, err := aais.NewAuthority(s, nil)
+	a, err := aais.NewAuthority(s, &aais.AuthorityOptions{Remember: p})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,5 +277,86 @@ func TestSubmitWithdraw(t *testing.T) {
 	}
 	if status, _, raw := e.do(t, "POST", "/approvals/requests/"+norun.ID+"/withdraw", "{}", token); status != http.StatusConflict {
 		t.Fatalf("withdraw without run: %d %s", status, raw)
+	}
+}
+
+// With a remember policy, a submitted request may offer a persistent
+// choice the policy allows, and only that; the rule it saves approves a
+// later request, says why, and stops at its revocation.
+func TestSubmitPersistentByPolicy(t *testing.T) {
+	session := &aais.RememberRules{Rules: []aais.RememberRule{{Capabilities: []string{"write_file"}, Scopes: []aais.Scope{aais.ScopeSession}}}}
+	e := newSubmitEnvWith(t, session)
+	_, body := submitRequest(t, reqOpts{persistent: true})
+	status, _, raw := e.do(t, "POST", "/approvals/requests", body, token)
+	if status != http.StatusBadRequest || !strings.Contains(raw, "a persistent approval of write_file is refused: by remember policy entry 1 only session approvals may be remembered") {
+		t.Fatalf("persistent under a session-only policy: %d %s", status, raw)
+	}
+
+	e = newSubmitEnvWith(t, &aais.RememberRules{Rules: []aais.RememberRule{{Capabilities: []string{"write_*"},
+		Scopes: []aais.Scope{aais.ScopeSession, aais.ScopePersistent}}}})
+	req, body := submitRequest(t, reqOpts{persistent: true})
+	if status, _, raw := e.do(t, "POST", "/approvals/requests", body, token); status != http.StatusAccepted {
+		t.Fatalf("persistent under a policy allowing it: %d %s", status, raw)
+	}
+	approve(t, e.auth, req, aais.ScopePersistent)
+	later, body := submitRequest(t, reqOpts{persistent: true, content: "later"})
+	status, m, raw := e.do(t, "POST", "/approvals/requests", body, token)
+	if status != http.StatusOK || m.Resolution == nil || m.Resolution.Outcome != aais.OutcomeApproved {
+		t.Fatalf("a later matching request: %d %s", status, raw)
+	}
+	rules, err := e.auth.Rules(t.Context())
+	if err != nil || len(rules) != 1 {
+		t.Fatalf("rules: %v %d", err, len(rules))
+	}
+	id := rules[0].ID
+	var exp struct {
+		Rules []struct {
+			Matched bool     `json:"matched"`
+			Reason  string   `json:"reason"`
+			Because []string `json:"because"`
+		} `json:"rules"`
+	}
+	get := func() {
+		t.Helper()
+		r, err := http.NewRequestWithContext(t.Context(), "GET", e.srv.URL+"/approvals/"+later.ID+"/rules", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if err := json.NewDecoder(resp.Body).Decode(&exp); err != nil || resp.StatusCode != http.StatusOK || len(exp.Rules) != 1 {
+			t.Fatalf("explain: %d %v %+v", resp.StatusCode, err, exp)
+		}
+	}
+	get()
+	because := strings.Join(exp.Rules[0].Because, "\n")
+	if !exp.Rules[0].Matched || !strings.Contains(because, "rule "+id+": a persistent approval by alice") ||
+		!strings.Contains(because, `action_name is "write_file"`) || !strings.Contains(because, "the remember policy allows persistent approvals of it") {
+		t.Fatalf("explanation: %+v", exp)
+	}
+	rv, err := http.NewRequestWithContext(t.Context(), "POST", e.srv.URL+"/approvals/rules/"+id+"/revoke", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rv.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(rv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("revoke: %d", resp.StatusCode)
+	}
+	get()
+	if exp.Rules[0].Matched || exp.Rules[0].Reason != "the rule was revoked" {
+		t.Fatalf("explanation after revocation: %+v", exp)
+	}
+	_, body = submitRequest(t, reqOpts{persistent: true, content: "after"})
+	if status, _, raw := e.do(t, "POST", "/approvals/requests", body, token); status != http.StatusAccepted {
+		t.Fatalf("a request after the revocation: %d %s", status, raw)
 	}
 }

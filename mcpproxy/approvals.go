@@ -56,6 +56,12 @@ func NewEmbedded(a *aais.Authority, poll time.Duration) *Embedded {
 // that a request of a proxy that died is withdrawn rather than approved for
 // nobody (custos approvals and the inbox leave such requests out).
 func OpenEmbedded(ctx context.Context, location string) (*Embedded, error) {
+	return OpenEmbeddedWith(ctx, location, nil)
+}
+
+// OpenEmbeddedWith is OpenEmbedded with an authority holding remember
+// policy rp (Policy.RememberPolicy; none when nil).
+func OpenEmbeddedWith(ctx context.Context, location string, rp aais.RememberPolicy) (*Embedded, error) {
 	loc, err := store.Parse(location)
 	if err != nil {
 		return nil, err
@@ -65,7 +71,7 @@ func OpenEmbedded(ctx context.Context, location string) (*Embedded, error) {
 		return nil, err
 	}
 	owner := liveness.Current()
-	a, err := aais.NewAuthority(st, &aais.AuthorityOptions{Owner: &owner, Liveness: liveness.Check})
+	a, err := aais.NewAuthority(st, &aais.AuthorityOptions{Owner: &owner, Liveness: liveness.Check, Remember: rp})
 	if err != nil {
 		_ = st.Close()
 		return nil, err

@@ -56,7 +56,7 @@ type RunConfig struct {
 // (store:) or a running custos serve (authority: and token:).
 func OpenApprovals(ctx context.Context, p *Policy) (Approvals, error) {
 	if p.Store != "" {
-		return OpenEmbedded(ctx, p.Store)
+		return OpenEmbeddedWith(ctx, p.Store, p.RememberPolicy())
 	}
 	if p.Authority != "" {
 		return NewRemote(p.Authority, p.Token, nil), nil

@@ -2,6 +2,7 @@ package mcpproxy
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -89,8 +90,14 @@ type Rule struct {
 	Reasons []string
 	// TTL and Wait override the policy's (0: the policy's).
 	TTL, Wait time.Duration
-	// AllowSession offers "approve for this session" to the reviewer.
+	// AllowSession offers "approve for this session" to the reviewer
+	// (Remember with scope session).
 	AllowSession bool
+	// Remember, when set, says which remembered choices the rule's
+	// approvals offer: its Scopes (session, persistent), each bound to the
+	// tool and this policy rule and carrying its Constraints, its rules
+	// living at most MaxAge. It replaces AllowSession.
+	Remember *aais.RememberRule
 	// Resource, Effects and Summary describe the action to the reviewer;
 	// Summary and Resource may use {tool} and {args.NAME}.
 	Resource string
@@ -141,10 +148,18 @@ type fileRule struct {
 	TTL          *string            `yaml:"ttl"`
 	Wait         *string            `yaml:"wait"`
 	AllowSession *bool              `yaml:"allow_session"`
+	Remember     *fileRemember      `yaml:"remember"`
 	Resource     *string            `yaml:"resource"`
 	Effects      []string           `yaml:"effects"`
 	Summary      *string            `yaml:"summary"`
 	Message      *string            `yaml:"message"`
+}
+
+// fileRemember is a rule's remember block.
+type fileRemember struct {
+	Scopes      []string       `yaml:"scopes"`
+	MaxAge      *string        `yaml:"max_age"`
+	Constraints map[string]any `yaml:"constraints"`
 }
 
 // PolicyError is a refused policy file: every problem found, each naming
@@ -411,6 +426,81 @@ func duration(s *string, where string, bad func(string, ...any)) (time.Duration,
 	return 0, false
 }
 
+func parseRemember(where string, fr *fileRemember, bad func(string, ...any)) *aais.RememberRule {
+	rr := &aais.RememberRule{}
+	if len(fr.Scopes) == 0 {
+		bad("%s.scopes: required: session and/or persistent", where)
+	}
+	for _, s := range fr.Scopes {
+		rr.Scopes = append(rr.Scopes, aais.Scope(s))
+	}
+	if d, ok := duration(fr.MaxAge, where+".max_age", bad); ok {
+		rr.MaxAge = d
+	}
+	if len(fr.Constraints) > 0 {
+		rr.Constraints = aais.Constraints{}
+		for k, v := range fr.Constraints {
+			var b bytes.Buffer
+			enc := json.NewEncoder(&b)
+			enc.SetEscapeHTML(false) // keep the "<" of a range as it is
+			if err := enc.Encode(v); err != nil {
+				bad("%s.constraints.%s: %v", where, k, err)
+				continue
+			}
+			rr.Constraints[k] = bytes.TrimRight(b.Bytes(), "\n")
+		}
+	}
+	if err := (&aais.RememberRules{Rules: []aais.RememberRule{*rr}}).Validate(); err != nil {
+		bad("%s: %s", where, strings.TrimPrefix(err.Error(), "remember entry 1: "))
+	}
+	return rr
+}
+
+// remembered returns the remember entry of a rule (AllowSession is a
+// session entry), nil when its approvals are never remembered.
+func (r *Rule) remembered() *aais.RememberRule {
+	switch {
+	case r.Remember != nil:
+		return r.Remember
+	case r.AllowSession:
+		return &aais.RememberRule{Scopes: []aais.Scope{aais.ScopeSession}}
+	}
+	return nil
+}
+
+// RememberPolicy is the policy's remember policy for an authority: a
+// request is judged by the rule that gated it (named by its
+// origin.project, "mcp-proxy rule N"), and may be remembered only as that
+// rule's remember block (or allow_session) says.
+func (p *Policy) RememberPolicy() aais.RememberPolicy { return rememberByRule{p} }
+
+type rememberByRule struct{ p *Policy }
+
+func (rb rememberByRule) Remember(req *aais.Request, scope aais.Scope) (aais.RememberLimits, error) {
+	var n int
+	if req == nil || req.Origin.Harness != Harness {
+		return aais.RememberLimits{}, fmt.Errorf("%w: not a request of this proxy", aais.ErrNotRemembered)
+	}
+	if _, err := fmt.Sscanf(req.Origin.Project, "mcp-proxy rule %d", &n); err != nil || n < 1 || n > len(rb.p.Rules) ||
+		fmt.Sprintf("mcp-proxy rule %d", n) != req.Origin.Project {
+		return aais.RememberLimits{}, fmt.Errorf("%w: the request names no rule of this policy", aais.ErrNotRemembered)
+	}
+	rule := &rb.p.Rules[n-1]
+	rr := rule.remembered()
+	if rr == nil || rule.Verdict != RequireApproval {
+		return aais.RememberLimits{}, fmt.Errorf("%w: policy rule %d remembers no approval; only approve once is allowed", aais.ErrNotRemembered, n)
+	}
+	lim, err := (&aais.RememberRules{Rules: []aais.RememberRule{*rr}}).Remember(req, scope)
+	if err != nil {
+		words := make([]string, len(rr.Scopes))
+		for i, s := range rr.Scopes {
+			words[i] = string(s)
+		}
+		return aais.RememberLimits{}, fmt.Errorf("%w: a %s approval is refused: policy rule %d remembers only %s approvals", aais.ErrNotRemembered, scope, n, strings.Join(words, " and "))
+	}
+	return lim, nil
+}
+
 func parseRule(n int, fr fileRule, bad func(string, ...any)) Rule {
 	where := fmt.Sprintf("rules[%d]", n-1)
 	r := Rule{Index: n}
@@ -493,6 +583,13 @@ func parseRule(n int, fr fileRule, bad func(string, ...any)) Rule {
 	only("allow_session", fr.AllowSession != nil)
 	if fr.AllowSession != nil {
 		r.AllowSession = *fr.AllowSession
+	}
+	only("remember", fr.Remember != nil)
+	if fr.Remember != nil {
+		if fr.AllowSession != nil {
+			bad("%s: allow_session and remember: say it once, in remember.scopes", where)
+		}
+		r.Remember = parseRemember(where+".remember", fr.Remember, bad)
 	}
 	only("resource", fr.Resource != nil)
 	if fr.Resource != nil {

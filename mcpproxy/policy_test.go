@@ -128,6 +128,14 @@ func TestParsePolicyErrors(t *testing.T) {
 		"serve no token":   {"store: x\nserve: {listen: '0.0.0.0:8931', allow_remote: true}" + rules, "a token is required"},
 		"serve two tokens": {"store: x\nserve: {token: a, token_env: B}" + rules, "serve.token and serve.token_env"},
 		"serve timeout":    {"store: x\nserve: {session_timeout: forever}" + rules, "serve.session_timeout"},
+		"remember deny":    {"store: x\nrules: [{tool: x, action: deny, remember: {scopes: [session]}}]", "remember: only used"},
+		"remember twice":   {"store: x\nrules: [{tool: x, action: require_approval, allow_session: true, remember: {scopes: [session]}}]", "say it once"},
+		"remember once":    {"store: x\nrules: [{tool: x, action: require_approval, remember: {scopes: [once]}}]", `scope "once": want session or persistent`},
+		"remember none":    {"store: x\nrules: [{tool: x, action: require_approval, remember: {max_age: 1h}}]", "remember.scopes: required"},
+		"remember age":     {"store: x\nrules: [{tool: x, action: require_approval, remember: {scopes: [session], max_age: soon}}]", `max_age: "soon" is not a duration`},
+		"remember range":   {"store: x\nrules: [{tool: x, action: require_approval, remember: {scopes: [session], constraints: {argument_range: {/n: 'value => 1'}}}}]", `unknown operator "=>"`},
+		"remember key":     {"store: x\nrules: [{tool: x, action: require_approval, remember: {scopes: [session], constraints: {n_below: 1}}}]", "unknown constraint n_below"},
+		"remember field":   {"store: x\nrules: [{tool: x, action: require_approval, remember: {scope: [session]}}]", "scope"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := ParsePolicy([]byte(c.doc))

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -630,16 +631,39 @@ func (p *Proxy) newRequest(session string, rule *Rule, name string, raw json.Raw
 		// The project names the policy rule, so that a session approval
 		// covers only later calls this same rule gates.
 		Project: fmt.Sprintf("mcp-proxy rule %d", rule.Index)}
-	if rule.AllowSession {
+	if rr := rule.remembered(); rr != nil {
 		kind, _ := json.Marshal(ActionKind)
 		tool, _ := json.Marshal(name)
 		project, _ := json.Marshal(origin.Project)
-		label := "Allow " + name + " for the rest of this MCP session"
-		if len(label) > 200 {
-			label = "Allow this tool for the rest of this MCP session"
+		harness, _ := json.Marshal(Harness)
+		lim := aais.RememberLimits{MaxAge: rr.MaxAge, Required: rr.Constraints}
+		for _, scope := range []aais.Scope{aais.ScopeSession, aais.ScopePersistent} {
+			if !slices.Contains(rr.Scopes, scope) {
+				continue
+			}
+			label := "Allow " + name + " for the rest of this MCP session"
+			base := aais.Constraints{aais.ConstraintActionKind: kind, aais.ConstraintActionName: tool, aais.ConstraintOriginProject: project}
+			if scope == aais.ScopePersistent {
+				// Not bound to this process's session: to the harness,
+				// the tool and the policy rule that gates it.
+				base[aais.ConstraintOriginHarness] = harness
+				label = "Always allow " + name + " under this policy rule, until revoked"
+			}
+			if rr.MaxAge > 0 {
+				label += " (at most " + rr.MaxAge.String() + ")"
+			}
+			if len(rr.Constraints) > 0 {
+				label += ", within the policy's limits"
+			}
+			if len(label) > 200 {
+				label = "Remember this approval of the tool (" + string(scope) + ")"
+			}
+			c, err := lim.Offer(base)
+			if err != nil {
+				return nil, err
+			}
+			choices = append(choices, aais.Choice{Decision: aais.Approve, Scope: scope, Label: label, ScopeConstraints: c})
 		}
-		choices = append(choices, aais.Choice{Decision: aais.Approve, Scope: aais.ScopeSession, Label: label,
-			ScopeConstraints: aais.Constraints{aais.ConstraintActionKind: kind, aais.ConstraintActionName: tool, aais.ConstraintOriginProject: project}})
 	}
 	var ext aais.Extensions
 	if rule.Profile != "" {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http/httptest"
 	"os"
@@ -733,3 +734,71 @@ func TestProgressWhileWaiting(t *testing.T) {
 		t.Fatalf("result: %s", jsonOf(t, res))
 	}
 }
+
+// A rule's remember block offers the scopes it names, with its
+// constraints; the embedded authority holds requests to it, and a
+// persistent approval covers a later call within the constraints only.
+func TestRememberBlock(t *testing.T) {
+	t.Parallel()
+	p, err := ParsePolicy([]byte(`
+store: x
+rules:
+  - tool: write_file
+    action: require_approval
+    remember:
+      scopes: [session, persistent]
+      max_age: 1h
+      constraints:
+        argument_glob: {/path: "/tmp/*"}
+  - {tool: delete_file, action: require_approval, allow_session: true}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	auth, err := aais.NewAuthority(memstore.New(), &aais.AuthorityOptions{Remember: p.RememberPolicy()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := setupWith(t, p, auth, NewEmbedded(auth, 10*time.Millisecond))
+	ch := e.callAsync("write_file", map[string]any{"path": "/tmp/a", "content": "x"})
+	req := e.pending(1)[0]
+	c, ok := req.Choice(aais.Approve, aais.ScopePersistent)
+	if !ok || string(c.ScopeConstraints[aais.ConstraintArgumentGlob]) != `{"/path":"/tmp/*"}` ||
+		string(c.ScopeConstraints[aais.ConstraintOriginProject]) != `"mcp-proxy rule 1"` || !strings.Contains(c.Label, "at most 1h0m0s") {
+		t.Fatalf("persistent choice: %v %+v", ok, c)
+	}
+	if _, ok := req.Choice(aais.Approve, aais.ScopeSession); !ok {
+		t.Fatal("no session choice")
+	}
+	e.decide(&req, aais.Approve, aais.ScopePersistent, "")
+	if res := e.result(ch); res.IsError {
+		t.Fatalf("approved call: %s", jsonOf(t, res))
+	}
+	if res, err := e.call("write_file", map[string]any{"path": "/tmp/b", "content": "y"}); err != nil || res.IsError {
+		t.Fatalf("a call the persistent rule covers: %v %s", err, jsonOf(t, res))
+	}
+	if got := e.calls(); len(got) != 2 {
+		t.Fatalf("calls = %q", got)
+	}
+	// Outside the glob: asks again.
+	ch = e.callAsync("write_file", map[string]any{"path": "/etc/passwd", "content": "z"})
+	if out := e.pending(1); out[0].Action.Name() != "write_file" {
+		t.Fatalf("pending: %+v", out)
+	}
+	e.decide(ptr(e.pending(1)[0]), aais.Deny, aais.ScopeOnce, "")
+	e.result(ch)
+	// The policy refuses a persistent choice for the allow_session rule,
+	// whoever builds the request.
+	rp := p.RememberPolicy()
+	if _, err := rp.Remember(&aais.Request{Origin: aais.Origin{Harness: Harness, Project: "mcp-proxy rule 2"}}, aais.ScopePersistent); !errors.Is(err, aais.ErrNotRemembered) ||
+		!strings.Contains(err.Error(), "policy rule 2 remembers only session approvals") {
+		t.Fatalf("persistent under allow_session: %v", err)
+	}
+	for _, project := range []string{"mcp-proxy rule 9", "mcp-proxy rule 1x", "other"} {
+		if _, err := rp.Remember(&aais.Request{Origin: aais.Origin{Harness: Harness, Project: project}}, aais.ScopeSession); !errors.Is(err, aais.ErrNotRemembered) {
+			t.Errorf("project %q: %v", project, err)
+		}
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -99,6 +99,10 @@ func Run(t *testing.T, b Backend) {
 		{"SnapshotAndEventsRebuildPending", testViewRebuild},
 		{"ActivityChangesNothing", testActivity},
 		{"ReturnedValuesArePrivate", testReturnedValuesArePrivate},
+		{"RememberPolicyRefuses", testRememberPolicyRefuses},
+		{"PersistentRuleByPolicy", testPersistentRuleByPolicy},
+		{"PolicyChangedBeforeDecision", testPolicyChangedBeforeDecision},
+		{"RevokeRacesMatchingRequests", testRevokeRace},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -115,6 +115,7 @@ watch, rules, snapshot) work on every store.`,
 		env.decideCommand(aais.Cancel),
 		env.watchCommand(),
 		env.rulesCommand(),
+		env.explainCommand(),
 		env.revokeCommand(),
 		env.snapshotCommand(),
 		env.sweepCommand(),
@@ -625,6 +626,54 @@ func (e *approvalsEnv) rulesCommand() *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&all, "all", false, "include revoked and expired rules")
 	return cmd
+}
+
+func (e *approvalsEnv) explainCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "explain REQUEST_ID",
+		Short: "Say which remembered approval would approve a request now, and why (or why each does not)",
+		Long: `Evaluates every rule, in matching order, against the request: the first
+that matches is the one that approves it; for it, every condition that held
+("matched because"), for the others the first condition that failed. It
+judges by the rules' own constraints and expiry; the server also holds them
+to its remember policy (oversight.remember) when it matches.`,
+		Args: argsExactly(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			st, err := e.auth.State(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			ms, err := e.auth.ExplainRules(cmd.Context(), st.Request.Event.Request)
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			if e.asJSON {
+				enc := json.NewEncoder(w)
+				for _, m := range ms {
+					if err := enc.Encode(map[string]any{"rule": m.Rule, "matched": m.Matched, "reason": m.Reason, "because": m.Because}); err != nil {
+						return err
+					}
+				}
+				return nil
+			}
+			if len(ms) == 0 {
+				fmt.Fprintln(w, "No rules.")
+				return nil
+			}
+			for _, m := range ms {
+				if m.Matched {
+					fmt.Fprintf(w, "%s  matches: approved because\n", m.Rule.ID)
+					for _, b := range m.Because {
+						fmt.Fprintf(w, "    - %s\n", b)
+					}
+					continue
+				}
+				fmt.Fprintf(w, "%s  does not match: %s\n", m.Rule.ID, m.Reason)
+			}
+			return nil
+		},
+	}
 }
 
 func (e *approvalsEnv) revokeCommand() *cobra.Command {

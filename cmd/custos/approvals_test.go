@@ -95,7 +95,12 @@ func TestApprovalsCommands(t *testing.T) {
 			ruleID := strings.Fields(strings.Split(rules, "\n")[1])[0]
 			step(requestJSON(t, "apr_3", "node --check c.js", time.Hour), 0, "approved automatically by rule "+ruleID, "submit", "--wait")
 			step(requestJSON(t, "apr_4", "rm -rf /", time.Hour), 0, "pending", "submit")
+			step("", 0, ruleID+"  matches: approved because", "explain", "apr_3")
+			step("", 0, `the command starts with "node --check " and no shell metacharacter follows`, "explain", "apr_3")
+			step("", 0, ruleID+"  does not match: command_prefix: the command does not start with the prefix", "explain", "apr_4")
+			step("", 1, "unknown request", "explain", "apr_nope")
 			step("", 0, "Revoked rule "+ruleID, "revoke", ruleID)
+			step("", 0, ruleID+"  does not match: the rule was revoked", "explain", "apr_3")
 			step("", 0, "already revoked", "revoke", ruleID)
 			step("", 0, "No rules.", "rules")
 			step("", 0, "revoked by", "rules", "--all")

@@ -27,6 +27,7 @@ func TestUsageExitCodes(t *testing.T) {
 		{"custos approvals approve", "approvals approve apr_1 --scope forever"},
 		{"custos approvals cancel", "approvals cancel apr_1 --digest sha256:xyz"},
 		{"custos approvals deny", "approvals deny"},
+		{"custos approvals explain", "approvals explain"},
 		{"custos approvals list", "approvals list extra"},
 		{"custos approvals revoke", "approvals revoke"},
 		{"custos approvals rules", "approvals rules --all=maybe"},

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"sort"
 	"strings"
 	"syscall"
 
@@ -184,7 +185,25 @@ func printPolicy(cmd *cobra.Command, p *mcpproxy.Policy) {
 		}
 		if r.Verdict == mcpproxy.RequireApproval {
 			extra = append(extra, "risk "+string(r.Risk))
-			if r.AllowSession {
+			if r.Remember != nil {
+				var scopes []string
+				for _, s := range r.Remember.Scopes {
+					scopes = append(scopes, string(s))
+				}
+				w := strings.Join(scopes, " and ") + " approvals offered"
+				if r.Remember.MaxAge > 0 {
+					w += " (at most " + r.Remember.MaxAge.String() + ")"
+				}
+				var cs []string
+				for k, v := range r.Remember.Constraints {
+					cs = append(cs, k+" "+string(v))
+				}
+				if len(cs) > 0 {
+					sort.Strings(cs)
+					w += " within " + strings.Join(cs, ", ")
+				}
+				extra = append(extra, w)
+			} else if r.AllowSession {
 				extra = append(extra, "session approvals offered")
 			}
 		}

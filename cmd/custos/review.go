@@ -713,9 +713,9 @@ func constraintWords(c aais.Constraints) []string {
 			out = append(out, "it belongs to project "+str(raw))
 		case aais.ConstraintExpiresAt:
 			out = append(out, "until "+str(raw))
-		case aais.ConstraintArgumentEquals, aais.ConstraintArgumentPrefix, aais.ConstraintArgumentGlob:
+		case aais.ConstraintArgumentEquals, aais.ConstraintArgumentPrefix, aais.ConstraintArgumentGlob, aais.ConstraintArgumentRange:
 			verb := map[string]string{aais.ConstraintArgumentEquals: "equals", aais.ConstraintArgumentPrefix: "starts with",
-				aais.ConstraintArgumentGlob: "matches"}[k]
+				aais.ConstraintArgumentGlob: "matches", aais.ConstraintArgumentRange: "is a number with"}[k]
 			var m map[string]json.RawMessage
 			if json.Unmarshal(raw, &m) != nil {
 				out = append(out, k+" = "+string(raw))

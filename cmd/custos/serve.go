@@ -332,7 +332,15 @@ func (s *server) open(ctx context.Context, errOut io.Writer) error {
 	s.state = state
 	s.release(func() { _ = state.Close() })
 	st := state.Approvals
-	if s.auth, err = aais.NewAuthority(st, &aais.AuthorityOptions{Stream: cfg.Agent}); err != nil {
+	remember, err := cfg.Oversight.RememberPolicy(gateway.RequestProfile)
+	if err != nil {
+		return err
+	}
+	aopts := &aais.AuthorityOptions{Stream: cfg.Agent}
+	if remember != nil {
+		aopts.Remember = remember
+	}
+	if s.auth, err = aais.NewAuthority(st, aopts); err != nil {
 		return err
 	}
 	auditLog := audit.New(state.Audit, &audit.Options{Retention: audit.ProfileRetention(nil, 0)})
@@ -390,7 +398,7 @@ func (s *server) open(ctx context.Context, errOut io.Writer) error {
 	gw, err := gateway.New(gateway.Options{Tracer: tracer, Quorums: quorumRules(cfg),
 		Agent: cfg.Agent, Signer: s.key.signer, KID: s.key.kid, Keys: keys, Algorithms: nilIfEmpty(cfg.Trust.Algorithms), Trust: trust, Authorizer: authorizer, Grants: grants, Handlers: s.handlers,
 		Authority: s.auth, Exchanges: state.Exchanges, Audit: auditLog, ApprovalTTL: cfg.Oversight.TTL,
-		AllowSession: cfg.Oversight.AllowSession, ReviewWithin: cfg.Oversight.ReviewWithin, Callbacks: callbacks, Logger: logger,
+		AllowSession: cfg.Oversight.AllowSession, Remember: remember, ReviewWithin: cfg.Oversight.ReviewWithin, Callbacks: callbacks, Logger: logger,
 		RateLimit: gateway.RateLimit{PerSecond: cfg.RateLimit.PerSecond, Burst: cfg.RateLimit.Burst}, Limiter: state.Limiter, Units: state,
 		ClaimLease: lease, CheckpointEvery: checkpointEvery,
 		StatusURL: func(id string) string { return cfg.PublicURL + "/v1/arsia/exchanges/" + id },

@@ -7,6 +7,7 @@ package config
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -25,6 +26,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/custos-runtime/custos/aais"
 	"github.com/custos-runtime/custos/arsia"
 	"github.com/custos-runtime/custos/arsia/identity"
 	"github.com/custos-runtime/custos/gateway/exchange"
@@ -478,6 +480,68 @@ type Oversight struct {
 	// ReviewWithin is the deadline of a required_post_execution review
 	// (required_within_24h: at most 24 h).
 	ReviewWithin time.Duration `yaml:"review_within"`
+	// Remember says which capabilities may be approved for a session or
+	// persistently, with which constraints and for how long: entries
+	// tried in order, the first covering a call's capability and
+	// profile deciding; a call no entry covers is offered approve once
+	// only. allow_session without remember is one entry remembering
+	// every capability for a session.
+	Remember []Remember `yaml:"remember"`
+}
+
+// Remember is one entry of oversight.remember.
+type Remember struct {
+	// Capabilities are globs on the capability name ("billing.*"); none
+	// means every capability.
+	Capabilities []string `yaml:"capabilities"`
+	// Profiles are compliance profiles; none means every call.
+	Profiles []string `yaml:"profiles"`
+	// Scopes are session and/or persistent; none forbids remembering.
+	Scopes []string `yaml:"scopes"`
+	// MaxAge caps a remembered rule's life (none when zero).
+	MaxAge time.Duration `yaml:"max_age"`
+	// Constraints are AAIS scope constraints every remembered choice
+	// carries and no rule may drop ({argument_range: {/amount: "value <=
+	// 100"}}).
+	Constraints map[string]any `yaml:"constraints"`
+}
+
+// RememberPolicy is oversight.remember as the AAIS authority holds it (nil
+// when no approval may be remembered); profileOf reads a request's
+// compliance profile.
+func (o Oversight) RememberPolicy(profileOf func(*aais.Request) string) (*aais.RememberRules, error) {
+	entries := o.Remember
+	if len(entries) == 0 && o.AllowSession {
+		entries = []Remember{{Scopes: []string{string(aais.ScopeSession)}}}
+	}
+	if len(entries) == 0 {
+		return nil, nil
+	}
+	p := &aais.RememberRules{ProfileOf: profileOf}
+	for i, e := range entries {
+		r := aais.RememberRule{Capabilities: e.Capabilities, Profiles: e.Profiles, MaxAge: e.MaxAge}
+		for _, sc := range e.Scopes {
+			r.Scopes = append(r.Scopes, aais.Scope(sc))
+		}
+		if len(e.Constraints) > 0 {
+			r.Constraints = aais.Constraints{}
+			for k, v := range e.Constraints {
+				// Not json.Marshal: it would write "<" of a range as \u003c.
+				var b bytes.Buffer
+				enc := json.NewEncoder(&b)
+				enc.SetEscapeHTML(false)
+				if err := enc.Encode(v); err != nil {
+					return nil, fmt.Errorf("oversight.remember[%d].constraints.%s: %v", i, k, err)
+				}
+				r.Constraints[k] = bytes.TrimRight(b.Bytes(), "\n")
+			}
+		}
+		p.Rules = append(p.Rules, r)
+	}
+	if err := p.Validate(); err != nil {
+		return nil, fmt.Errorf("oversight.remember: %w", err)
+	}
+	return p, nil
 }
 
 // Default returns the configuration of a fresh install.
@@ -739,6 +803,9 @@ func (c *Config) Check() error {
 	}
 	if c.Oversight.ReviewWithin <= 0 {
 		bad("oversight.review_within %s: want more than 0", c.Oversight.ReviewWithin)
+	}
+	if _, err := c.Oversight.RememberPolicy(nil); err != nil {
+		errs = append(errs, err)
 	}
 	if c.RateLimit.PerSecond < 0 || c.RateLimit.Burst < 0 || (c.RateLimit.PerSecond > 0 && c.RateLimit.Burst == 0) {
 		bad("rate_limit: per_second and burst must be >= 0, and burst > 0 when a rate is set")

@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -135,7 +136,7 @@ func TestExampleConfig(t *testing.T) {
 	if err := def.Check(); err != nil {
 		t.Fatal(err)
 	}
-	if c.Listen != def.Listen || c.Agent != def.Agent || c.Oversight != def.Oversight || c.MaxBody != def.MaxBody {
+	if c.Listen != def.Listen || c.Agent != def.Agent || !reflect.DeepEqual(c.Oversight, def.Oversight) || c.MaxBody != def.MaxBody {
 		t.Fatalf("the example's stated defaults differ from the defaults: %+v", c)
 	}
 }
@@ -304,5 +305,59 @@ func TestSharedState(t *testing.T) {
 	c.Instance = "bad\nname"
 	if err := c.Check(); err == nil || !strings.Contains(err.Error(), "instance") {
 		t.Fatalf("a control character in instance: %v", err)
+	}
+}
+
+func TestOversightRemember(t *testing.T) {
+	decode := func(t *testing.T, remember string) (*Config, error) {
+		t.Helper()
+		c := Default()
+		if err := c.Decode(strings.NewReader("oversight:\n  remember:\n"+remember), "custos.yaml"); err != nil {
+			return nil, err
+		}
+		return &c, c.Check()
+	}
+	c, err := decode(t, `
+    - capabilities: ["billing.refund"]
+      profiles: [EU-AI-ACT-HIGH-RISK]
+      scopes: [session, persistent]
+      max_age: 720h
+      constraints:
+        argument_range: {/amount: "value <= 100"}
+    - capabilities: ["demo.*"]
+      scopes: [session]
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.Oversight.RememberPolicy(nil)
+	if err != nil || p == nil || len(p.Rules) != 2 {
+		t.Fatalf("policy: %v %+v", err, p)
+	}
+	e := p.Rules[0]
+	if e.MaxAge != 720*time.Hour || len(e.Scopes) != 2 || string(e.Constraints["argument_range"]) != `{"/amount":"value <= 100"}` {
+		t.Fatalf("entry 1: %+v", e)
+	}
+	for _, bad := range []struct{ yml, want string }{
+		{"    - scopes: [once]\n", `remember entry 1: scope "once": want session or persistent`},
+		{"    - scopes: [forever]\n", `scope "forever"`},
+		{"    - scopes: [session]\n      max_age: -1h\n", "max_age is negative"},
+		{"    - capabilities: ['[']\n      scopes: [session]\n", "is not a glob"},
+		{"    - scopes: [session]\n      constraints: {argument_range: {/amount: 'value <> 1'}}\n", `unknown operator "<>"`},
+		{"    - scopes: [session]\n      constraints: {amount_below: 5}\n", "unknown constraint amount_below"},
+		{"    - scopes: [session]\n      scope: [persistent]\n", "scope"},
+	} {
+		if _, err := decode(t, bad.yml); err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("%q: error %v, want one containing %q", bad.yml, err, bad.want)
+		}
+	}
+	// allow_session alone is one entry remembering every capability for
+	// a session; neither means no policy.
+	legacy := Oversight{AllowSession: true}
+	if p, err := legacy.RememberPolicy(nil); err != nil || len(p.Rules) != 1 || p.Rules[0].Scopes[0] != "session" || len(p.Rules[0].Capabilities) != 0 {
+		t.Fatalf("allow_session: %v %+v", err, p)
+	}
+	if p, err := (Oversight{}).RememberPolicy(nil); err != nil || p != nil {
+		t.Fatalf("no policy: %v %+v", err, p)
 	}
 }

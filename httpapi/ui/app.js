@@ -455,6 +455,9 @@
         case "argument_glob":
           for (const [p, x] of Object.entries(v)) out.push("argument " + p + " matches " + j(x));
           break;
+        case "argument_range":
+          for (const [p, x] of Object.entries(v)) out.push("argument " + p + " is a number with " + String(x));
+          break;
         default: out.push(k + " = " + j(v));
       }
     }
@@ -714,7 +717,9 @@
         : (h.rule_id ? "remembered rule" : "—");
       tb.append(el("tr", { "data-request": h.request_id },
         el("td", {}, el("div", { class: "mono" }, h.action_name || h.request_id), el("div", { class: "muted" }, h.summary || ""),
-          h.justification ? el("div", { class: "muted" }, "Justification: " + h.justification) : null),
+          h.justification ? el("div", { class: "muted" }, "Justification: " + h.justification) : null,
+          h.because && h.because.length ? el("details", { class: "because" }, el("summary", {}, "Matched because…"),
+            el("ul", {}, ...h.because.map((b) => el("li", {}, b)))) : null),
         el("td", { class: "outcome-" + (h.superseded_by ? "superseded" : h.outcome) },
           h.superseded_by ? "superseded" : h.outcome + (h.effective_scope ? " (" + h.effective_scope + ")" : ""),
           h.superseded_by ? el("div", { class: "muted" }, "by ",
