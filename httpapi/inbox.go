@@ -17,6 +17,7 @@ import (
 
 	"github.com/custos-runtime/custos/asc"
 	"github.com/custos-runtime/custos/gateway"
+	"github.com/custos-runtime/custos/internal/routes"
 )
 
 // ARSIAMediaType is the media type of ARSIA messages on the wire.
@@ -68,7 +69,7 @@ func NewInbox(o InboxOptions) (http.Handler, error) {
 	if o.MaxBody <= 0 {
 		o.MaxBody = 1 << 20
 	}
-	mux := http.NewServeMux()
+	mux := routes.New()
 	mux.HandleFunc("POST /v1/arsia/inbox", func(w http.ResponseWriter, r *http.Request) {
 		mt, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 		if err != nil || mt != ARSIAMediaType || (params["v"] != "" && params["v"] != "1") {

@@ -303,7 +303,7 @@ func serve(ctx context.Context, cfg config.Config, out, errOut io.Writer) error 
 	if err != nil {
 		return err
 	}
-	mux := http.NewServeMux()
+	mux := newServeMux(ctx)
 	reviewerUI.mount(mux)
 	// Harnesses outside the gateway (custos mcp-proxy with a remote
 	// authority) submit approval requests here and wait for the outcome.
