@@ -12,6 +12,7 @@ import (
 	"github.com/custos-runtime/custos/aais"
 	"github.com/custos-runtime/custos/asc"
 	"github.com/custos-runtime/custos/httpapi"
+	"github.com/custos-runtime/custos/internal/routes"
 )
 
 // ResumePath is where NewHandler is meant to be mounted.
@@ -68,6 +69,12 @@ func NewHandler(o HandlerOptions) (http.Handler, error) {
 }
 
 type resumeHandler struct{ o HandlerOptions }
+
+// Routes says the handler serves POST at ResumePath (any other method is
+// answered 405).
+func (h *resumeHandler) Routes() []routes.Route {
+	return []routes.Route{{Method: http.MethodPost, Path: ResumePath}}
+}
 
 func (h *resumeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()

@@ -25,6 +25,7 @@ import (
 
 	"github.com/custos-runtime/custos/aais"
 	"github.com/custos-runtime/custos/asc"
+	"github.com/custos-runtime/custos/internal/routes"
 )
 
 // Authenticator establishes who is calling. The actor it returns is the
@@ -225,7 +226,7 @@ func NewApprovals(o ApprovalsOptions) (http.Handler, error) {
 	for _, or := range o.AllowedOrigins {
 		a.origins[or] = true
 	}
-	mux := http.NewServeMux()
+	mux := routes.New()
 	mux.HandleFunc("GET /approvals/snapshot", a.snapshot)
 	mux.HandleFunc("GET /approvals/events", a.events)
 	mux.HandleFunc("POST /approvals/{id}/decisions", a.decide)
@@ -237,7 +238,7 @@ func NewApprovals(o ApprovalsOptions) (http.Handler, error) {
 	mux.HandleFunc("GET /approvals/rules", a.rules)
 	mux.HandleFunc("GET /approvals/{id}/rules", a.explainRules)
 	mux.HandleFunc("POST /approvals/rules/{id}/revoke", a.revoke)
-	return a.authenticated(mux), nil
+	return routes.With(a.authenticated(mux), mux), nil
 }
 
 type actorKey struct{}

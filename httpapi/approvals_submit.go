@@ -13,6 +13,7 @@ import (
 
 	"github.com/custos-runtime/custos/aais"
 	"github.com/custos-runtime/custos/asc"
+	"github.com/custos-runtime/custos/internal/routes"
 )
 
 // SubmitOptions configures the request endpoints NewSubmit serves: how a
@@ -98,11 +99,11 @@ func NewSubmit(o SubmitOptions) (http.Handler, error) {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	s := &submit{o: o}
-	mux := http.NewServeMux()
+	mux := routes.New()
 	mux.HandleFunc("POST /approvals/requests", s.create)
 	mux.HandleFunc("GET /approvals/requests/{id}", s.state)
 	mux.HandleFunc("POST /approvals/requests/{id}/withdraw", s.withdraw)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return routes.With(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		actor, err := o.Auth.Authenticate(r)
 		if err != nil {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="custos"`)
@@ -110,7 +111,7 @@ func NewSubmit(o SubmitOptions) (http.Handler, error) {
 			return
 		}
 		mux.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), actorKey{}, actor)))
-	}), nil
+	}), mux), nil
 }
 
 func (s *submit) create(w http.ResponseWriter, r *http.Request) {

@@ -20,6 +20,7 @@ import (
 	"github.com/custos-runtime/custos/gateway"
 	"github.com/custos-runtime/custos/gateway/exchange"
 	"github.com/custos-runtime/custos/internal/limits"
+	"github.com/custos-runtime/custos/internal/routes"
 )
 
 // ARSIAMediaType is the media type of ARSIA messages on the wire.
@@ -87,7 +88,7 @@ func NewInbox(o InboxOptions) (http.Handler, error) {
 		o.Logger.ErrorContext(r.Context(), "reading an exchange", "exchange", r.PathValue("id"), "err", err)
 		problem(w, asc.DependencyUnavailable, http.StatusServiceUnavailable, "The exchange store is unavailable; try again.")
 	}
-	mux := http.NewServeMux()
+	mux := routes.New()
 	mux.HandleFunc("POST /v1/arsia/inbox", func(w http.ResponseWriter, r *http.Request) {
 		mt, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 		if err != nil || mt != ARSIAMediaType || (params["v"] != "" && params["v"] != "1") {

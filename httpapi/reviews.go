@@ -13,6 +13,7 @@ import (
 	"github.com/custos-runtime/custos/audit"
 	"github.com/custos-runtime/custos/gateway"
 	"github.com/custos-runtime/custos/gateway/exchange"
+	"github.com/custos-runtime/custos/internal/routes"
 )
 
 // ReviewQueue is the post-execution review queue (*gateway.Gateway).
@@ -56,7 +57,7 @@ func NewReviews(o ReviewsOptions) (http.Handler, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	mux := http.NewServeMux()
+	mux := routes.New()
 	auth := func(next func(http.ResponseWriter, *http.Request, audit.Actor)) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
 			a, err := o.Auth.Authenticate(r)

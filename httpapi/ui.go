@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/custos-runtime/custos/arsia/compliance"
+	"github.com/custos-runtime/custos/internal/routes"
 )
 
 // The web inbox: plain HTML, CSS and JavaScript, embedded, with nothing
@@ -83,13 +84,13 @@ func NewReviewerUI(o UIOptions) (http.Handler, error) {
 	for _, or := range o.AllowedOrigins {
 		u.origins[or] = true
 	}
-	mux := http.NewServeMux()
+	mux := routes.New()
 	mux.HandleFunc("GET /{$}", u.index)
 	mux.HandleFunc("GET /ui/profiles.json", profilesJSON)
 	mux.HandleFunc("GET /ui/", u.asset)
 	mux.HandleFunc("POST /login", u.login)
 	mux.HandleFunc("POST /logout", u.logout)
-	return securityHeaders(mux), nil
+	return routes.With(securityHeaders(mux), mux), nil
 }
 
 // securityHeaders sets the headers every inbox answer carries.

@@ -424,13 +424,13 @@ func (s *server) open(ctx context.Context, errOut io.Writer) error {
 	} else if n > 0 {
 		logger.Warn("ended interrupted exchanges with an unknown result", "count", n)
 	}
-	return s.openHTTP()
+	return s.openHTTP(ctx)
 }
 
 // openHTTP builds the HTTP surfaces: the inbox and discovery, the
 // reviewers' endpoints, the notification channels, and the server with
 // the transport limits in front of them all.
-func (s *server) openHTTP() error {
+func (s *server) openHTTP(ctx context.Context) error {
 	cfg, logger, auth, gw := s.cfg, s.logger, s.auth, s.gw
 	st := s.state.Approvals
 	jwks, err := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{s.key.public}})
@@ -466,7 +466,7 @@ func (s *server) openHTTP() error {
 		return err
 	}
 	s.reviewer, s.token = reviewerUI, token
-	mux := http.NewServeMux()
+	mux := newServeMux(ctx)
 	reviewerUI.mount(mux)
 	// Harnesses outside the gateway (custos mcp-proxy with a remote
 	// authority) submit approval requests here and wait for the outcome.

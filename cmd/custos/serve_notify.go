@@ -5,13 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"path/filepath"
 
 	"github.com/custos-runtime/custos/aais"
 	"github.com/custos-runtime/custos/arsia/compliance"
 	"github.com/custos-runtime/custos/gateway/config"
 	"github.com/custos-runtime/custos/httpapi"
+	"github.com/custos-runtime/custos/internal/routes"
 	"github.com/custos-runtime/custos/notify"
 )
 
@@ -31,7 +31,7 @@ func (n notifyDecider) Decide(ctx context.Context, d *aais.Decision, actor aais.
 // newNotifications builds the notifier of cfg.Notifications and mounts the
 // channels' inbound decision endpoints on mux; nil when no channel is
 // configured.
-func newNotifications(cfg config.Config, auth *aais.Authority, rs *reviewerSurfaces, mux *http.ServeMux, logger *slog.Logger) (*notify.Notifier, error) {
+func newNotifications(cfg config.Config, auth *aais.Authority, rs *reviewerSurfaces, mux *routes.Mux, logger *slog.Logger) (*notify.Notifier, error) {
 	nc := cfg.Notifications
 	if !nc.Enabled() {
 		return nil, nil

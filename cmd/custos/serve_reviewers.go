@@ -18,6 +18,7 @@ import (
 	"github.com/custos-runtime/custos/aais"
 	"github.com/custos-runtime/custos/gateway/config"
 	"github.com/custos-runtime/custos/httpapi"
+	"github.com/custos-runtime/custos/internal/routes"
 )
 
 // reviewerSurfaces are the HTTP endpoints reviewers use: the approvals API
@@ -45,7 +46,7 @@ type reviewerSurfaces struct {
 
 // mount registers the reviewer endpoints on exact paths, so that they take
 // precedence over the gateway's handler mounted at "/".
-func (r *reviewerSurfaces) mount(mux *http.ServeMux) {
+func (r *reviewerSurfaces) mount(mux *routes.Mux) {
 	mux.Handle("/approvals/", r.approvals)
 	mux.Handle("GET /{$}", r.ui)
 	mux.Handle("/ui/", r.ui)

@@ -15,6 +15,7 @@ import (
 	"github.com/custos-runtime/custos/aais"
 	"github.com/custos-runtime/custos/gateway/config"
 	"github.com/custos-runtime/custos/httpapi"
+	"github.com/custos-runtime/custos/internal/routes"
 	"github.com/custos-runtime/custos/store/memstore"
 )
 
@@ -115,7 +116,7 @@ justification_required: [MIFID-II]
 	if err != nil {
 		t.Fatal(err)
 	}
-	mux := http.NewServeMux()
+	mux := routes.New()
 	surfaces.mount(mux)
 	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusTeapot) }))
 	srv := httptest.NewServer(mux)

@@ -45,6 +45,12 @@ type gatewayUnderTest struct {
 // echo handler and an http handler counting its calls) and runs serve.
 func startGateway(t *testing.T, dataDir string, prev *gatewayUnderTest, extraYAML ...string) *gatewayUnderTest {
 	t.Helper()
+	return startGatewayIn(t, context.Background(), dataDir, prev, extraYAML...)
+}
+
+// startGatewayIn is startGateway with serve running in (a child of) base.
+func startGatewayIn(t *testing.T, base context.Context, dataDir string, prev *gatewayUnderTest, extraYAML ...string) *gatewayUnderTest {
+	t.Helper()
 	g := &gatewayUnderTest{dataDir: dataDir, upstream: new(atomic.Int64), upstreamTrace: new(atomic.Value)}
 	if prev != nil {
 		g.signer, g.kid, g.upstream, g.configPath = prev.signer, prev.kid, prev.upstream, prev.configPath
@@ -83,7 +89,7 @@ func startGateway(t *testing.T, dataDir string, prev *gatewayUnderTest, extraYAM
 			t.Fatal(err)
 		}
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(base)
 	var out, errOut syncBuffer
 	g.log, g.banner = &errOut, &out
 	done := make(chan int, 1)
