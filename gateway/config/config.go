@@ -791,9 +791,7 @@ func (c *Config) Check() error {
 			bad("handlers.%s.poll: only an a2a handler polls, and not negatively", name)
 		}
 	}
-	for _, err := range c.checkQuorum() {
-		errs = append(errs, err)
-	}
+	errs = append(errs, c.checkQuorum()...)
 	for _, err := range c.checkReviewers() {
 		bad("%v", err)
 	}
