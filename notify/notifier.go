@@ -245,6 +245,11 @@ func (n *Notifier) requested(ctx context.Context, req *aais.Request, seq uint64)
 // announce delivers req's notice to every channel whose route covers it,
 // concurrently, and remembers the references.
 func (n *Notifier) announce(ctx context.Context, req *aais.Request, seq uint64) {
+	// A delivery that started finishes even when the notifier is stopped
+	// meanwhile: a message posted but whose reference was lost could
+	// never be updated when the request resolves.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), deliveryTimeout)
+	defer cancel()
 	note := NewNotice(req, seq, n.o.Inbox, n.o.Redaction)
 	a := &announced{Notice: note, Refs: map[string]string{}}
 	var mu sync.Mutex
@@ -291,6 +296,8 @@ func (n *Notifier) resolved(ctx context.Context, res *aais.Resolution, seq uint6
 	if a == nil {
 		return
 	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), deliveryTimeout)
+	defer cancel()
 	r := NewResolved(res, seq)
 	var wg sync.WaitGroup
 	for _, c := range n.o.Channels {
@@ -307,6 +314,10 @@ func (n *Notifier) resolved(ctx context.Context, res *aais.Resolution, seq uint6
 	wg.Wait()
 	n.forget(res.RequestID)
 }
+
+// deliveryTimeout bounds one announcement or resolution on all channels,
+// which run to completion even when the notifier is being stopped.
+const deliveryTimeout = 30 * time.Second
 
 func (n *Notifier) forget(id string) {
 	n.mu.Lock()
