@@ -4,6 +4,9 @@
 //
 //	1 decode       strict JSON, size cap (the HTTP adapter checks the media type)
 //	2 identity     the sender's key by kid from the trust store; signature
+//	2b decrypt     an encrypted payload, by the gateway's key (Decryption),
+//	               after the signature verified; every reply to it is then
+//	               encrypted to the sender's "use": "enc" key
 //	3 structure    L1 (JSON Schema), L2 (semantics), compliance rules
 //	4 authorize    the recipient is this gateway; the sender holds a grant
 //	               for the capability; a handler serves it
