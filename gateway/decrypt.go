@@ -128,8 +128,14 @@ func (g *Gateway) senderEncryptionKey(ctx context.Context, agent string) (*jose.
 		k   *jose.JSONWebKey
 		err = fmt.Errorf("%w: no encryption key source", sig.ErrNoEncryptionKey)
 	)
-	if g.o.EncryptionKeys != nil {
-		k, err = g.o.EncryptionKeys.EncryptionKey(ctx, agent)
+	src := g.o.EncryptionKeys
+	if src == nil {
+		// The trust store in force: a reload that changes it changes
+		// where senders' encryption keys are found too.
+		src, _ = g.policy().Keys.(sig.EncryptionKeySource)
+	}
+	if src != nil {
+		k, err = src.EncryptionKey(ctx, agent)
 	}
 	if err == nil {
 		return k, nil

@@ -434,3 +434,26 @@ func TestDecryptionKeyChecked(t *testing.T) {
 		t.Errorf("refused a good key: %v", err)
 	}
 }
+
+// A reload that trusts a sender's new JWKS (SetPolicy) finds its
+// encryption key there: the refusal before is precise, the request after
+// runs and is answered encrypted.
+func TestEncryptedAfterReload(t *testing.T) {
+	r, keys := newEncRig(t, false)
+	body, _ := r.buildEncrypted(t, req{}, keys.gateway, sig.ECDHES, nil)
+	if rep := r.g.Receive(t.Context(), Inbound{Body: body}); rep.Status != 401 {
+		t.Fatalf("before the reload: %d %s", rep.Status, rep.Envelope)
+	}
+	p := *r.g.policy()
+	pub := keys.sender.Public()
+	p.Keys = sig.KeySources{p.Keys, sig.NewStaticJWKS(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{pub}})}
+	if err := r.g.SetPolicy(p); err != nil {
+		t.Fatal(err)
+	}
+	body, _ = r.buildEncrypted(t, req{}, keys.gateway, sig.ECDHES, nil)
+	rep := r.g.Receive(t.Context(), Inbound{Body: body})
+	if rep.Status != 200 {
+		t.Fatalf("after the reload: %d %s", rep.Status, rep.Envelope)
+	}
+	r.openReply(t, rep.Envelope, keys.sender)
+}

@@ -72,8 +72,9 @@ type Options struct {
 	// encrypted payloads.
 	Decryption *jose.JSONWebKey
 	// EncryptionKeys finds a sender's encryption key ("use": "enc" in its
-	// JWKS), for the replies to its encrypted requests: Keys, when it is a
-	// sig.EncryptionKeySource, if nil.
+	// JWKS), for the replies to its encrypted requests. When nil, the
+	// policy's Keys in force (SetPolicy) are asked, if they are a
+	// sig.EncryptionKeySource (the trust store is).
 	EncryptionKeys sig.EncryptionKeySource
 	// Grants maps a sender agent id to the capability patterns it may
 	// call ("billing.*").
@@ -240,9 +241,6 @@ func New(o Options) (*Gateway, error) {
 	if o.Decryption != nil {
 		if err := checkDecryptionKey(o.Decryption, o.Agent); err != nil {
 			return nil, err
-		}
-		if o.EncryptionKeys == nil {
-			o.EncryptionKeys, _ = o.Keys.(sig.EncryptionKeySource)
 		}
 	}
 	if o.Algorithms == nil {
