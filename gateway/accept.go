@@ -66,7 +66,7 @@ func (g *Gateway) accept(ctx context.Context, a *admission, au *authorized) (*ac
 		// submitted finishes the submission (reconcile, or the retry).
 		x.ID = exchange.NewID()
 		x.ApprovalID = ApprovalOf(x.ID)
-		x.Request, acc.approval, err = g.approvalRequest(x, au.call, au.desc, au.action, a.rec.Profile, au.downgraded, spanIDOf(ctx), now)
+		x.Request, acc.approval, err = g.approvalRequest(x, au.call, au.desc, au.action, a.rec.Profile, au.downgraded, spanIDOf(ctx), encryptsReplies(ctx), now)
 		if err != nil {
 			return nil, g.internal(ctx, from, msgID, now, err)
 		}

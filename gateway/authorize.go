@@ -64,7 +64,8 @@ func (g *Gateway) authorize(ctx context.Context, a *admission, who *requestInfo)
 		if e != nil {
 			return nil, e
 		}
-		a.rec.Details = map[string]any{"token_id": grant.TokenID, "token_issuer": grant.Issuer, "dpop_bound": grant.Bound}
+		a.rec.Details = withDetail(a.rec.Details, "token_id", grant.TokenID)
+		a.rec.Details["token_issuer"], a.rec.Details["dpop_bound"] = grant.Issuer, grant.Bound
 		scope = intersectScope(scope, grant.Scope)
 	}
 	// Downgrade: the call runs with the requested capabilities the sender
@@ -111,7 +112,7 @@ func callOf(env map[string]any) (handler.Call, error) {
 	capability, _ := caps[0].(string)
 	payload, _ := env["payload"].(map[string]any)
 	if payload == nil {
-		return handler.Call{}, errors.New("the payload must be a plain (unencrypted) object")
+		return handler.Call{}, errors.New("the payload must be an object")
 	}
 	pt, _ := payload["type"].(string)
 	args, ok := payload["args"].(map[string]any)

@@ -113,7 +113,8 @@ func (g *Gateway) execute(ctx context.Context, x exchange.Exchange, h handler.Ha
 				rec.Details["explanation"] = "handler"
 			}
 		}
-		reply, err = g.sign(arsia.NewResponse(g.o.Agent, call.From, call.MessageID, res.PayloadType, result, o))
+		env, berr := arsia.NewResponse(g.o.Agent, call.From, call.MessageID, res.PayloadType, result, o)
+		reply, err = g.sign(ctx, env, berr)
 	}
 	if err != nil {
 		return g.internal(ctx, call.From, call.MessageID, now, err)

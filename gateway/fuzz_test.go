@@ -95,6 +95,9 @@ type fuzzRig struct {
 	signer sig.Signer
 	kid    string
 	gwKeys sig.KeySource
+	// gwEnc and senderEnc are the private encryption keys of the gateway
+	// and of the sender.
+	gwEnc, senderEnc *jose.JSONWebKey
 }
 
 func fixedSigner(tb testing.TB, seed string) (sig.Signer, ed25519.PublicKey) {
@@ -136,11 +139,16 @@ func newFuzzRig(tb testing.TB) *fuzzRig {
 		tb.Fatal(err)
 	}
 	r.xs = &writeCounter{Backend: state.Exchanges}
+	// Encryption keys: the gateway's, and the sender's published one
+	// (FuzzReceiveEncrypted).
+	r.gwEnc, r.senderEnc = newEncKey(tb, fuzzGateway+"#enc-1"), newEncKey(tb, fuzzSender+"#enc-1")
+	senderEnc := r.senderEnc.Public()
 	r.g, err = New(Options{
-		Agent: fuzzGateway, Signer: gwSigner, KID: gwKID, Keys: senders,
-		Grants:    map[string][]string{fuzzSender: {"demo.echo", "demo.other"}},
-		Handlers:  map[string]handler.Handler{"demo.echo": handler.NewEcho(), "demo.other": handler.NewEcho(), "demo.ungranted": handler.NewEcho()},
-		Authority: auth, Exchanges: r.xs, Audit: audit.New(state.Audit, nil), Units: state,
+		Agent: fuzzGateway, Signer: gwSigner, KID: gwKID, Keys: sig.KeySources{senders, sig.NewStaticJWKS(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{senderEnc}})},
+		Decryption: r.gwEnc,
+		Grants:     map[string][]string{fuzzSender: {"demo.echo", "demo.other"}},
+		Handlers:   map[string]handler.Handler{"demo.echo": handler.NewEcho(), "demo.other": handler.NewEcho(), "demo.ungranted": handler.NewEcho()},
+		Authority:  auth, Exchanges: r.xs, Audit: audit.New(state.Audit, nil), Units: state,
 		Now: now, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {

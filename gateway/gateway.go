@@ -4,6 +4,9 @@
 //
 //	1 decode       strict JSON, size cap (the HTTP adapter checks the media type)
 //	2 identity     the sender's key by kid from the trust store; signature
+//	2b decrypt     an encrypted payload, by the gateway's key (Decryption),
+//	               after the signature verified; every reply to it is then
+//	               encrypted to the sender's "use": "enc" key
 //	3 structure    L1 (JSON Schema), L2 (semantics), compliance rules
 //	4 authorize    the recipient is this gateway; the sender holds a grant
 //	               for the capability; a handler serves it
@@ -36,6 +39,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/go-jose/go-jose/v4"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
@@ -59,6 +63,19 @@ type Options struct {
 	// (EdDSA, ES256, RS256 when nil).
 	Keys       sig.KeySource
 	Algorithms []string
+	// Decryption, when set, is the gateway's private encryption key (EC
+	// P-256, "use" "enc" or absent, a kid of the gateway's): requests
+	// whose payload is encrypted to it (ARSIA-Core §5.3, ECDH-ES with
+	// A256GCM) are decrypted once their signature verified, and every
+	// reply to such a request is encrypted to the sender. Publish its
+	// public half in the gateway's JWKS with "use": "enc". Nil refuses
+	// encrypted payloads.
+	Decryption *jose.JSONWebKey
+	// EncryptionKeys finds a sender's encryption key ("use": "enc" in its
+	// JWKS), for the replies to its encrypted requests. When nil, the
+	// policy's Keys in force (SetPolicy) are asked, if they are a
+	// sig.EncryptionKeySource (the trust store is).
+	EncryptionKeys sig.EncryptionKeySource
 	// Grants maps a sender agent id to the capability patterns it may
 	// call ("billing.*").
 	Grants map[string][]string
@@ -220,6 +237,11 @@ func New(o Options) (*Gateway, error) {
 	}
 	if err := checkQuorums(o.Quorums); err != nil {
 		return nil, err
+	}
+	if o.Decryption != nil {
+		if err := checkDecryptionKey(o.Decryption, o.Agent); err != nil {
+			return nil, err
+		}
 	}
 	if o.Algorithms == nil {
 		o.Algorithms = []string{sig.EdDSA, sig.ES256, sig.RS256}

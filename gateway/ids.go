@@ -32,6 +32,9 @@ type ExchangeRef struct {
 	// Explain: the request's effective profile requires an explanation
 	// with the result (handler.Call.ExplanationRequired).
 	Explain bool `json:"explanation_required,omitempty"`
+	// EncryptedReply: the request was encrypted, and so is every reply to
+	// it, to the sender's encryption key.
+	EncryptedReply bool `json:"encrypted_reply,omitempty"`
 }
 
 // ExchangeRefOf reads the ExchangeExtension of req; false when req has none

@@ -23,6 +23,7 @@ const otherLabel = "other"
 // The pipeline stages timed by custos_stage_duration_seconds.
 const (
 	stageVerify    = "verify"    // the signature, by the sender's key
+	stageDecrypt   = "decrypt"   // an encrypted payload, by the gateway's key
 	stageValidate  = "validate"  // freshness, version, L1/L2, compliance
 	stageAuthorize = "authorize" // recipient, trust, token, grants, handler, action
 	stageOversight = "oversight_wait"
@@ -30,7 +31,7 @@ const (
 	stageCommit    = "commit"  // a unit of work: the writes of one step
 )
 
-var stageNames = []string{stageVerify, stageValidate, stageAuthorize, stageOversight, stageHandler, stageCommit}
+var stageNames = []string{stageVerify, stageDecrypt, stageValidate, stageAuthorize, stageOversight, stageHandler, stageCommit}
 
 // counterHelp lists the gateway's counters, their one label and the label
 // values each can take: any other value counts as "other".

@@ -18,10 +18,10 @@ import (
 // run, and the JSON of an AAIS request message holding it: what Create
 // records with the exchange and advance submits.
 func (g *Gateway) approvalRequest(x exchange.Exchange, call handler.Call, desc handler.Descriptor,
-	action json.RawMessage, profile string, effective []string, spanID string, now time.Time) (json.RawMessage, *aais.Request, error) {
+	action json.RawMessage, profile string, effective []string, spanID string, encrypted bool, now time.Time) (json.RawMessage, *aais.Request, error) {
 	ext, err := json.Marshal(ExchangeRef{ExchangeID: x.ID, Sender: call.From, MessageID: call.MessageID,
 		PayloadType: call.PayloadType, TraceID: call.TraceID, SpanID: spanID, Profile: profile, IdempotencyKey: call.IdempotencyKey, Effective: effective,
-		Explain: call.ExplanationRequired})
+		Explain: call.ExplanationRequired, EncryptedReply: encrypted})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -142,6 +142,17 @@ func (g *Gateway) advance(ctx context.Context, x exchange.Exchange, in *inline) 
 	if err != nil {
 		return g.internal(ctx, x.Sender, x.MessageID, now, err)
 	}
+	if ref, ok := ExchangeRefOf(req); ok && ref.EncryptedReply && !encryptsReplies(ctx) {
+		// Reconciled: the replies are encrypted as the request was.
+		var e *arsia.Error
+		if ctx, e = g.resealed(ctx, x.Sender); e != nil {
+			rep := g.errorReply(ctx, x.Sender, x.MessageID, e, now)
+			if e.Code != arsia.CodeServiceUnavailable {
+				g.abandon(ctx, x, rep)
+			}
+			return rep
+		}
+	}
 	pending, err := g.pendingReply(ctx, x, req, now)
 	if err != nil {
 		return g.internal(ctx, x.Sender, x.MessageID, now, err)
@@ -158,12 +169,13 @@ func (g *Gateway) advance(ctx context.Context, x exchange.Exchange, in *inline) 
 // pendingReply signs the pending_approval reply of an exchange waiting
 // for req, before anything is written.
 func (g *Gateway) pendingReply(ctx context.Context, x exchange.Exchange, req *aais.Request, now time.Time) (json.RawMessage, error) {
-	return g.sign(arsia.NewPendingApproval(g.o.Agent, x.Sender, x.MessageID, arsia.PendingApproval{
+	env, err := arsia.NewPendingApproval(g.o.Agent, x.Sender, x.MessageID, arsia.PendingApproval{
 		ActionID:          req.ID,
 		OriginalRequestID: x.MessageID,
 		Context:           "A human must approve " + req.Action.Name() + " before it runs. Poll " + g.o.StatusURL(x.ID) + " for the outcome.",
 		RiskLevel:         riskOf(req.Risk.Level),
-	}, g.buildTTL(withTrace(ctx, x.TraceID), now, max(req.ExpiresAt.Time().Sub(now), time.Second))))
+	}, g.buildTTL(withTrace(ctx, x.TraceID), now, max(req.ExpiresAt.Time().Sub(now), time.Second)))
+	return g.sign(ctx, env, err)
 }
 
 // submitted is what submit wrote.

@@ -91,6 +91,10 @@ func (g *Gateway) receive(ctx context.Context, in Inbound, start time.Time, who 
 		return rep
 	}
 	defer a.stages.done()
+	ctx, e := g.decrypt(ctx, a)
+	if e != nil {
+		return g.reject(ctx, a, e)
+	}
 	if e := g.checkStructure(a); e != nil {
 		return g.reject(ctx, a, e)
 	}
@@ -116,9 +120,12 @@ func (g *Gateway) receive(ctx context.Context, in Inbound, start time.Time, who 
 type admission struct {
 	in  Inbound
 	now time.Time
-	// env is the verified envelope; from and msgID its sender and message
-	// id, kid the key that verified it.
-	env              map[string]any
+	// env is the verified envelope (decrypted, after decrypt); from and
+	// msgID its sender and message id, kid the key that verified it.
+	env map[string]any
+	// verified is what the signature established (the envelope as
+	// signed: an encrypted payload is the JWE).
+	verified         *sig.Verified
 	from, msgID, kid string
 	// rec is the request's reception record as the steps fill it in
 	// (profile, oversight, capability, token): a refusal is audited with
@@ -181,7 +188,7 @@ func (g *Gateway) identify(ctx context.Context, in Inbound, start time.Time, who
 		rep.RetryAfter = wait
 		return ctx, nil, rep
 	}
-	a := &admission{in: in, now: now, env: v.Envelope, from: from, msgID: msgID, kid: v.KeyID, stages: stages,
+	a := &admission{in: in, now: now, env: v.Envelope, verified: v, from: from, msgID: msgID, kid: v.KeyID, stages: stages,
 		// The message id is bounded here: validation, which bounds it,
 		// comes after freshness.
 		rec: audit.Received(audit.Subject{MessageID: cut(msgID, maxLogged), Sender: from, Recipient: g.o.Agent, TraceID: traceOf(ctx)})}

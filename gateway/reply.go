@@ -49,14 +49,22 @@ func (g *Gateway) internal(ctx context.Context, to, correlationID string, now ti
 		Description: "The gateway failed before running anything; retry later.", Err: err}, now)
 }
 
-// sign signs a built envelope and returns its JSON.
-func (g *Gateway) sign(env *arsia.Envelope, err error) (json.RawMessage, error) {
+// sign signs a built envelope and returns its JSON. When ctx carries the
+// key of a sender that encrypted its request (withReplyKey), the payload
+// is encrypted to it first (ARSIA-Core §5.3: encrypt, then sign); a reply
+// that cannot be encrypted is an error, never sent in clear.
+func (g *Gateway) sign(ctx context.Context, env *arsia.Envelope, err error) (json.RawMessage, error) {
 	if err != nil {
 		return nil, err
 	}
 	m, err := env.Map()
 	if err != nil {
 		return nil, err
+	}
+	if k := replyKeyOf(ctx); k != nil {
+		if m, err = sig.EncryptPayload(m, k, sig.ECDHES); err != nil {
+			return nil, err
+		}
 	}
 	signed, err := sig.Sign(m, g.o.Signer, g.o.KID)
 	if err != nil {
@@ -91,7 +99,8 @@ func (g *Gateway) decisionEnvelope(ctx context.Context, x exchange.Exchange, rec
 }
 
 func (g *Gateway) signDecision(ctx context.Context, x exchange.Exchange, d arsia.ApprovalDecision) (json.RawMessage, error) {
-	return g.sign(arsia.NewApprovalDecision(g.o.Agent, x.Sender, x.MessageID, d, nil, g.build(ctx, g.o.Now())))
+	env, err := arsia.NewApprovalDecision(g.o.Agent, x.Sender, x.MessageID, d, nil, g.build(ctx, g.o.Now()))
+	return g.sign(ctx, env, err)
 }
 
 // approvalDecision is the approval_decision of res: approved or denied,
@@ -167,7 +176,8 @@ func (g *Gateway) signError(ctx context.Context, to, correlationID string, e *ar
 		correlationID = correlationOf(correlationID)
 		e.Details["correlation_id_derived_from"] = "/id"
 	}
-	return g.sign(arsia.NewError(g.o.Agent, to, correlationID, e, g.build(ctx, now)))
+	env, err := arsia.NewError(g.o.Agent, to, correlationID, e, g.build(ctx, now))
+	return g.sign(ctx, env, err)
 }
 
 // correlationOf is the correlation id of an error answering a message

@@ -154,6 +154,13 @@ func (g *Gateway) resumeOne(ctx context.Context, id string) error {
 		From: x.Sender, To: g.o.Agent, MessageID: x.MessageID, CorrelationID: x.MessageID, TraceID: ref.TraceID,
 		IdempotencyKey: ref.IdempotencyKey, ExplanationRequired: ref.Explain}
 	xctx := withTrace(ctx, ref.TraceID)
+	if ref.EncryptedReply {
+		// The request was encrypted: so are the decision and the reply.
+		var e *arsia.Error
+		if xctx, e = g.resealed(xctx, x.Sender); e != nil {
+			return g.unsealable(xctx, x, e)
+		}
+	}
 	receipt := st.Resolution.Event
 	if x.State == exchange.PendingApproval || x.State == exchange.Approved {
 		var span trace.Span
@@ -227,6 +234,24 @@ func (g *Gateway) resumeOne(ctx context.Context, id string) error {
 		setStatus(trace.SpanFromContext(xctx), replyStatus(rep))
 	}
 	return nil
+}
+
+// unsealable ends an exchange whose replies cannot be encrypted to the
+// sender any more (it withdrew its encryption key while the approval was
+// pending): the call does not run, and the sender is told why, in clear
+// words that say nothing of the call. A key that cannot be obtained now
+// leaves the exchange for a later round.
+func (g *Gateway) unsealable(ctx context.Context, x exchange.Exchange, e *arsia.Error) error {
+	if e.Code == arsia.CodeServiceUnavailable {
+		return e
+	}
+	reply, err := g.signError(ctx, x.Sender, x.MessageID, e, g.o.Now())
+	if err != nil {
+		return err
+	}
+	_, _, err = g.o.Exchanges.Apply(ctx, x.ID, x.State, exchange.Failed,
+		exchange.Change{Reply: reply, ReplyStatus: e.HTTPStatus(), Deliveries: g.deliveries(x.Sender, reply)})
+	return err
 }
 
 // Recover ends the exchanges a previous gateway process left running (it

@@ -60,7 +60,7 @@ type InboxOptions struct {
 //	GET  /v1/arsia/exchanges/{id}      the current reply of an exchange (status URL)
 //	GET  /v1/arsia/exchanges/{id}/decision  its signed approval_decision, once decided
 //	GET  /.well-known/arsia            the gateway's discovery document
-//	GET  /.well-known/arsia/jwks.json  its public signing keys
+//	GET  /.well-known/arsia/jwks.json  its public keys (signing; encryption, "use": "enc")
 //	GET  /healthz, /readyz             liveness and readiness
 //	GET  /metrics                      Prometheus text format (OpenMetrics, with
 //	                                   exemplars, when the scraper asks for it)

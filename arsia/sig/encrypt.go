@@ -89,6 +89,10 @@ type DecryptOptions struct {
 	// Algorithms is the allow-list for enc_alg, such as
 	// []string{sig.ECDHES}. Required: empty refuses everything.
 	Algorithms []string
+	// RequireKeyID refuses a JWE whose protected header does not name
+	// Key's kid (ARSIA: the JWE header carries the recipient's kid); by
+	// default a JWE without a kid is tried with Key.
+	RequireKeyID bool
 }
 
 // VerifyAndDecrypt is the receiving procedure of ARSIA-Core §5.3: it
@@ -148,8 +152,11 @@ func Decrypt(v *Verified, opts DecryptOptions) (map[string]any, error) {
 	if _, zipped := obj.Header.ExtraHeaders[jose.HeaderKey("zip")]; zipped {
 		return nil, fmt.Errorf("%w: compressed JWE refused", ErrDecrypt)
 	}
+	if opts.RequireKeyID && obj.Header.KeyID == "" {
+		return nil, fmt.Errorf("%w: %w: the JWE header names no kid, not %q", ErrDecrypt, ErrWrongRecipient, opts.Key.KeyID)
+	}
 	if obj.Header.KeyID != "" && opts.Key.KeyID != "" && obj.Header.KeyID != opts.Key.KeyID {
-		return nil, fmt.Errorf("%w: JWE is for key %q", ErrDecrypt, obj.Header.KeyID)
+		return nil, fmt.Errorf("%w: %w: JWE is for key %q", ErrDecrypt, ErrWrongRecipient, obj.Header.KeyID)
 	}
 	plaintext, err := obj.Decrypt(priv)
 	if err != nil {

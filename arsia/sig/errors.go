@@ -61,6 +61,10 @@ var (
 	// ErrDecrypt: the JWE payload could not be decrypted, or the plaintext
 	// is not a JSON object. See VerifyAndDecrypt for the wording.
 	ErrDecrypt error = &sigError{"sig: JWE decryption failed"}
+
+	// ErrWrongRecipient, with ErrDecrypt: the JWE header names another key
+	// than the receiver's (or none, with DecryptOptions.RequireKeyID).
+	ErrWrongRecipient error = &sigError{"sig: the JWE is not for this key"}
 )
 
 // Errors of VerifyAndDecrypt after the JWE decrypted. They, too, map to

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/go-jose/go-jose/v4"
@@ -79,10 +80,22 @@ func FuzzParseStaticJWKS(f *testing.F) {
 	f.Add(jwksJSON(f, pubJWK(ed, testFrom+"#a"), pubJWK(ec, testFrom+"#b")))
 	f.Add([]byte(`{"keys":[{"kty":"OKP","crv":"X25519","x":"AA","kid":"k"},{"kty":"oct","k":"AA"}]}`))
 	f.Add([]byte(`{"keys":[{"kty":"RSA","n":"AQAB","e":"AQAB","kid":"r"}]}`))
+	enc := fuzzKey(f).Public()
+	f.Add(jwksJSON(f, pubJWK(ed, testFrom+"#a"), enc))
+	f.Add([]byte(`{"keys":[{"kty":"OKP","crv":"X25519","x":"AA","kid":"agent:acme.gateway#x","use":"enc"}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s, err := ParseStaticJWKS(data)
 		if err != nil {
 			return
+		}
+		for _, k := range s.set.enc {
+			if !k.IsPublic() || !isP256(k) || k.KeyID == "" {
+				t.Fatalf("kept encryption key %+v", k)
+			}
+			agent, _, _ := strings.Cut(k.KeyID, "#")
+			if got, err := s.EncryptionKey(t.Context(), agent); err == nil && !strings.HasPrefix(got.KeyID, agent+"#") {
+				t.Fatalf("EncryptionKey(%q) = %s", agent, got.KeyID)
+			}
 		}
 		for kid, k := range s.set.keys {
 			if !k.IsPublic() || k.KeyID != kid {

@@ -168,19 +168,9 @@ func (h *HTTPJWKS) Key(ctx context.Context, kid string) (*jose.JSONWebKey, error
 	}
 	defer h.release()
 	now := h.opts.Now()
-	fetched := false
-	if h.history.current == nil || !now.Before(h.freshUntil) {
-		switch {
-		case h.mayFetch(now):
-			fetched = true
-			if err := h.fetch(ctx, now); err != nil {
-				return nil, err
-			}
-		case h.lastErr != nil:
-			return nil, h.lastErr
-		case h.history.current == nil:
-			return nil, fmt.Errorf("%w: no key set yet", ErrKeySource)
-		}
+	fetched, err := h.fresh(ctx, now)
+	if err != nil {
+		return nil, err
 	}
 	k, err := h.history.lookup(kid)
 	if err != nil && isUnknown(err) && !fetched && h.mayFetch(now) {
@@ -190,6 +180,24 @@ func (h *HTTPJWKS) Key(ctx context.Context, kid string) (*jose.JSONWebKey, error
 		k, err = h.history.lookup(kid)
 	}
 	return k, err
+}
+
+// fresh fetches the set when it is missing or stale and the rate limit
+// allows, and reports whether it fetched. It fails when there is no usable
+// copy. The caller holds the lock.
+func (h *HTTPJWKS) fresh(ctx context.Context, now time.Time) (bool, error) {
+	if h.history.current != nil && now.Before(h.freshUntil) {
+		return false, nil
+	}
+	switch {
+	case h.mayFetch(now):
+		return true, h.fetch(ctx, now)
+	case h.lastErr != nil:
+		return false, h.lastErr
+	case h.history.current == nil:
+		return false, fmt.Errorf("%w: no key set yet", ErrKeySource)
+	}
+	return false, nil
 }
 
 // Refresh fetches the set now, subject only to the context; it bypasses the

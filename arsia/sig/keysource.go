@@ -43,6 +43,9 @@ var errAmbiguousKid = fmt.Errorf("%w: listed more than once", ErrUnknownKid)
 type keySet struct {
 	keys      map[string]*jose.JSONWebKey
 	ambiguous map[string]bool // kids listed by more than one usable key
+	// enc are the encryption keys ("use": "enc", EC P-256), in the order
+	// listed.
+	enc []*jose.JSONWebKey
 }
 
 func (s *keySet) lookup(kid string) (*jose.JSONWebKey, error) {
@@ -106,6 +109,12 @@ func parseKeySet(data []byte, prefix string) (*keySet, error) {
 				return nil, fmt.Errorf("%w: JWKS contains private or symmetric key material", ErrKeySource)
 			}
 		}
+		if m["use"] == "enc" {
+			if k := encryptionJWK(m, prefix); k != nil {
+				set.enc = append(set.enc, k)
+			}
+			continue
+		}
 		if !usableForVerify(m) {
 			continue
 		}
@@ -165,6 +174,12 @@ type StaticJWKS struct {
 func NewStaticJWKS(set jose.JSONWebKeySet) *StaticJWKS {
 	s := newKeySet()
 	for i := range set.Keys {
+		if set.Keys[i].Use == "enc" {
+			if pub := set.Keys[i].Public(); pub.KeyID != "" && isP256(&pub) {
+				s.enc = append(s.enc, &pub)
+			}
+			continue
+		}
 		if set.Keys[i].Use != "" && set.Keys[i].Use != "sig" {
 			continue
 		}

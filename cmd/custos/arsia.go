@@ -29,7 +29,7 @@ import (
 // The ARSIA commands: keygen, sign, verify, validate, profile, envelope.
 
 func newKeygenCommand() *cobra.Command {
-	var alg, agent, label, dir string
+	var alg, agent, label, dir, use string
 	var force bool
 	cmd := &cobra.Command{
 		Use:   "keygen --agent ID",
@@ -44,8 +44,9 @@ The key id is "<agent>#<label>", as ARSIA requires. An existing jwks.json
 gains the new key (key rotation: publish old and new keys together for at
 least 24 hours); an existing private key file is never overwritten unless
 --force is given.`,
-		Example: "  custos keygen --agent agent:acme.billing --alg EdDSA --out keys/",
-		Args:    argsExactly(0),
+		Example: "  custos keygen --agent agent:acme.billing --alg EdDSA --out keys/\n" +
+			"  custos keygen --agent agent:acme.billing --use enc --label enc-1 --out keys/",
+		Args: argsExactly(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if !arsia.ValidAgentID(agent) {
 				return usageError{fmt.Errorf("--agent %q is not an ARSIA agent identifier (agent:org.name)", agent)}
@@ -53,12 +54,23 @@ least 24 hours); an existing private key file is never overwritten unless
 			if label == "" || strings.ContainsAny(label, `/\#`) || label == "." || label == ".." {
 				return usageError{fmt.Errorf("--label %q: want a name without /, \\ or #, such as key-2", label)}
 			}
-			key, err := generateKey(alg)
+			var key crypto.Signer
+			var err error
+			switch use {
+			case "sig":
+				key, err = generateKey(alg)
+			case "enc":
+				// ARSIA-Core §5.3: senders encrypt to an EC P-256 key.
+				alg = sig.ECDHES
+				key, err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+			default:
+				return usageError{fmt.Errorf("--use %q: want sig or enc", use)}
+			}
 			if err != nil {
 				return err
 			}
 			kid := agent + "#" + label
-			priv := jose.JSONWebKey{Key: key, KeyID: kid, Algorithm: alg, Use: "sig"}
+			priv := jose.JSONWebKey{Key: key, KeyID: kid, Algorithm: alg, Use: use}
 			if !priv.Valid() {
 				return fmt.Errorf("generated key is not a valid JWK")
 			}
@@ -102,6 +114,7 @@ least 24 hours); an existing private key file is never overwritten unless
 	f.StringVar(&label, "label", "key-1", "key label; the kid is <agent>#<label>")
 	f.StringVar(&dir, "out", ".", "folder to write the key files into")
 	f.BoolVar(&force, "force", false, "overwrite an existing private key file")
+	f.StringVar(&use, "use", "sig", `"sig" for a signing key, "enc" for an encryption key (EC P-256, ECDH-ES) others encrypt payloads to`)
 	_ = cmd.RegisterFlagCompletionFunc("alg", cobra.FixedCompletions([]string{"EdDSA", "ES256", "RS256"}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
@@ -228,7 +241,7 @@ func writeCanonical(w io.Writer, v any) error {
 }
 
 func newVerifyCommand() *cobra.Command {
-	var jwksRef string
+	var jwksRef, decryptKey string
 	var algs []string
 	cmd := &cobra.Command{
 		Use:   "verify --jwks FILE|URL [ENVELOPE|-]",
@@ -237,7 +250,10 @@ func newVerifyCommand() *cobra.Command {
 against the sender's public keys: a JWKS file, or an https:// URL of a JWKS
 (cached per Cache-Control). The key is found by the envelope's kid, which must
 belong to its "from" agent; only the algorithms in --alg are accepted.
-Exits 1, saying why, when the signature does not verify.`,
+Exits 1, saying why, when the signature does not verify. An envelope whose
+payload is encrypted (security.encrypted) is decrypted after its signature
+verified with --decrypt-key, your private encryption key, and the payload
+printed; without it, verify says that the payload is encrypted.`,
 		Args: argsUpTo(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if jwksRef == "" {
@@ -248,23 +264,9 @@ Exits 1, saying why, when the signature does not verify.`,
 					return usageError{fmt.Errorf("--alg %q: want EdDSA, ES256 or RS256", a)}
 				}
 			}
-			var keys sig.KeySource
-			if strings.HasPrefix(jwksRef, "https://") || strings.HasPrefix(jwksRef, "http://") {
-				h, err := sig.NewHTTPJWKS(jwksRef, nil)
-				if err != nil {
-					return err
-				}
-				keys = h
-			} else {
-				data, err := os.ReadFile(jwksRef)
-				if err != nil {
-					return err
-				}
-				s, err := sig.ParseStaticJWKS(data)
-				if err != nil {
-					return fmt.Errorf("%s: %w", jwksRef, err)
-				}
-				keys = s
+			keys, err := openJWKS(jwksRef)
+			if err != nil {
+				return err
 			}
 			env, name, err := readEnvelope(cmd, args)
 			if err != nil {
@@ -275,10 +277,14 @@ Exits 1, saying why, when the signature does not verify.`,
 				return fmt.Errorf("%s: signature not verified: %w", name, err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s: signature verified (%s, kid %s, from %s)\n", name, v.Algorithm, v.KeyID, v.From)
+			if v.Encrypted || decryptKey != "" {
+				return decryptVerified(cmd.OutOrStdout(), name, v, decryptKey)
+			}
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&jwksRef, "jwks", "", "sender's public keys: a JWKS file or an https:// URL")
+	cmd.Flags().StringVar(&decryptKey, "decrypt-key", "", "decrypt an encrypted payload with this private JWK (\"use\": \"enc\") once the signature verified, and print it")
 	cmd.Flags().StringSliceVar(&algs, "alg", []string{"EdDSA", "ES256", "RS256"}, "accepted signature algorithms")
 	return cmd
 }
@@ -457,9 +463,9 @@ func newEnvelopeCommand() *cobra.Command {
 		Short: "Build ARSIA envelopes",
 	}
 	var (
-		from, to, payloadType, argsJSON, profile, keyFile string
-		capabilities                                      []string
-		ttl                                               time.Duration
+		from, to, payloadType, argsJSON, profile, keyFile, encryptTo string
+		capabilities                                                 []string
+		ttl                                                          time.Duration
 	)
 	newCmd := &cobra.Command{
 		Use:   "new --from ID --to ID --capability CAP --type TYPE",
@@ -468,7 +474,10 @@ func newEnvelopeCommand() *cobra.Command {
 precision, expires_at after --ttl, the capabilities it needs, and the payload
 type and args. --profile adds a compliance object naming that profile (its
 defaults are filled in by the receiver's inheritance rules). With --key the
-envelope is signed; otherwise sign it later with "custos sign".`,
+envelope is signed; otherwise sign it later with "custos sign". With
+--encrypt-to the payload is first encrypted (JWE, ECDH-ES with A256GCM) to the
+receiver's encryption key found in that JWKS, and the signature covers the
+encrypted payload (see docs/encryption.md).`,
 		Example: `  custos envelope new --from agent:acme.advisor --to agent:acme.billing \
       --capability billing.invoice.create --type com.acme.billing/create-invoice \
       --args '{"amount": "100.00", "currency": "EUR"}' --profile EU-AI-ACT-HIGH-RISK`,
@@ -497,6 +506,12 @@ envelope is signed; otherwise sign it later with "custos sign".`,
 			env, err := e.Map()
 			if err != nil {
 				return err
+			}
+			if encryptTo != "" {
+				// Encrypt first, then sign: the signature covers the JWE.
+				if env, err = encryptToJWKS(cmd.Context(), env, to, encryptTo); err != nil {
+					return err
+				}
 			}
 			if keyFile != "" {
 				data, err := os.ReadFile(keyFile)
@@ -527,6 +542,7 @@ envelope is signed; otherwise sign it later with "custos sign".`,
 	f.StringVar(&profile, "profile", "", "compliance profile to declare")
 	f.DurationVar(&ttl, "ttl", arsia.DefaultRequestTTL, "time until expires_at")
 	f.StringVar(&keyFile, "key", "", "sign with this private JWK")
+	f.StringVar(&encryptTo, "encrypt-to", "", `encrypt the payload to the receiver's "use": "enc" key from this JWKS (a file or an https:// URL, such as the receiver's /.well-known/arsia/jwks.json)`)
 	cmd.AddCommand(newCmd)
 	return cmd
 }

@@ -248,6 +248,8 @@ type server struct {
 	srv       *http.Server
 	// reload serialises configuration reloads and counts them.
 	reload *reloadState
+	// encKey is the gateway's encryption key (serve_encryption.go).
+	encKey *jose.JSONWebKey
 
 	// closers release what Open took; Close runs them last first.
 	closers []func()
@@ -307,6 +309,9 @@ func (s *server) open(ctx context.Context, errOut io.Writer) error {
 	}
 	s.release(func() { _ = lock.Close() })
 	if s.key, err = gatewayKey(cfg.Data, cfg.Agent); err != nil {
+		return err
+	}
+	if s.encKey, err = gatewayEncryptionKey(cfg.Data, cfg.Agent); err != nil {
 		return err
 	}
 
@@ -396,7 +401,7 @@ func (s *server) open(ctx context.Context, errOut io.Writer) error {
 		logger.Info("tracing", "exporter", "otlp", "protocol", tracing.Protocol, "endpoint", tracing.Endpoint)
 	}
 	gw, err := gateway.New(gateway.Options{Tracer: tracer, Quorums: quorumRules(cfg),
-		Agent: cfg.Agent, Signer: s.key.signer, KID: s.key.kid, Keys: keys, Algorithms: nilIfEmpty(cfg.Trust.Algorithms), Trust: trust, Authorizer: authorizer, Grants: grants, Handlers: s.handlers,
+		Agent: cfg.Agent, Signer: s.key.signer, KID: s.key.kid, Keys: keys, Decryption: s.encKey, Algorithms: nilIfEmpty(cfg.Trust.Algorithms), Trust: trust, Authorizer: authorizer, Grants: grants, Handlers: s.handlers,
 		Authority: s.auth, Exchanges: state.Exchanges, Audit: auditLog, ApprovalTTL: cfg.Oversight.TTL,
 		AllowSession: cfg.Oversight.AllowSession, Remember: remember, ReviewWithin: cfg.Oversight.ReviewWithin, Callbacks: callbacks, Logger: logger,
 		RateLimit: gateway.RateLimit{PerSecond: cfg.RateLimit.PerSecond, Burst: cfg.RateLimit.Burst}, Limiter: state.Limiter, Units: state,
@@ -433,7 +438,7 @@ func (s *server) open(ctx context.Context, errOut io.Writer) error {
 func (s *server) openHTTP(ctx context.Context) error {
 	cfg, logger, auth, gw := s.cfg, s.logger, s.auth, s.gw
 	st := s.state.Approvals
-	jwks, err := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{s.key.public}})
+	jwks, err := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{s.key.public, s.encKey.Public()}})
 	if err != nil {
 		return err
 	}

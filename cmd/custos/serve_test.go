@@ -37,8 +37,10 @@ type gatewayUnderTest struct {
 	stop          func()
 	dataDir       string
 	configPath    string
-	log           *syncBuffer
-	banner        *syncBuffer
+	// sendersJWKS is the trust store's JWKS file of the sender's keys.
+	sendersJWKS string
+	log         *syncBuffer
+	banner      *syncBuffer
 }
 
 // startGateway writes a configuration (a sender key in a JWKS file, an
@@ -53,7 +55,7 @@ func startGatewayIn(t *testing.T, base context.Context, dataDir string, prev *ga
 	t.Helper()
 	g := &gatewayUnderTest{dataDir: dataDir, upstream: new(atomic.Int64), upstreamTrace: new(atomic.Value)}
 	if prev != nil {
-		g.signer, g.kid, g.upstream, g.configPath = prev.signer, prev.kid, prev.upstream, prev.configPath
+		g.signer, g.kid, g.upstream, g.configPath, g.sendersJWKS = prev.signer, prev.kid, prev.upstream, prev.configPath, prev.sendersJWKS
 		g.upstreamTrace = prev.upstreamTrace
 	} else {
 		pub, priv, err := ed25519.GenerateKey(rand.Reader)
@@ -72,6 +74,7 @@ func startGatewayIn(t *testing.T, base context.Context, dataDir string, prev *ga
 		if err := os.WriteFile(jwksPath, jwks, 0o600); err != nil {
 			t.Fatal(err)
 		}
+		g.sendersJWKS = jwksPath
 		up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			g.upstream.Add(1)
 			g.upstreamTrace.Store(r.Header.Get("Traceparent"))

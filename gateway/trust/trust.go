@@ -359,6 +359,35 @@ func (s *Store) resolve(ctx context.Context, kid string) (*jose.JSONWebKey, erro
 	return k, nil
 }
 
+// EncryptionKey implements sig.EncryptionKeySource: agent's key with
+// "use": "enc" from the peer's discovered JWKS when agent is a configured
+// peer, otherwise from the JWKS files and URLs. A key whose kid or
+// thumbprint the receiver revoked is not used: the error wraps
+// sig.ErrRevokedKey.
+func (s *Store) EncryptionKey(ctx context.Context, agent string) (*jose.JSONWebKey, error) {
+	if !arsia.ValidAgentID(agent) {
+		return nil, fmt.Errorf("%w: %q is not an agent id", sig.ErrNoEncryptionKey, agent)
+	}
+	var (
+		k   *jose.JSONWebKey
+		err error
+	)
+	if p := s.peers[agent]; p != nil {
+		k, err = p.disc.EncryptionKey(ctx, agent)
+	} else {
+		k, err = s.static.EncryptionKey(ctx, agent)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if reason := s.revoked(k); reason != "" {
+		return nil, fmt.Errorf("%w: %s", sig.ErrRevokedKey, strings.Replace(reason, "signing key", "encryption key", 1))
+	}
+	return k, nil
+}
+
+var _ sig.EncryptionKeySource = (*Store)(nil)
+
 // revoked returns why k is revoked by the receiver's lists, or "".
 func (s *Store) revoked(k *jose.JSONWebKey) string {
 	if s.revokedKID[k.KeyID] {
