@@ -1,6 +1,9 @@
 package audit_test
 
 import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
 	"strings"
 	"testing"
 	"time"
@@ -58,7 +61,7 @@ func TestTailTruncation(t *testing.T) {
 		detail string
 	}{
 		{"whole", recs, []audit.Head{head}, "", audit.TailCleanStop, "clean-stop"},
-		{"stop removed, head held", recs[:5], []audit.Head{head}, audit.ProblemTruncated, "", "records 6 to 6 were removed after a signed checkpoint"},
+		{"stop removed, head held", recs[:5], []audit.Head{head}, audit.ProblemTruncated, "", "at least records 6 to 6 were removed after a signed checkpoint"},
 		{"cut after the interval checkpoint, head held", recs[:4], []audit.Head{head}, audit.ProblemTruncated, "", "the chain ends at record 4, but head file H holds checkpoint record 6"},
 		{"stop removed, no head: overdue", recs[:5], nil, "", audit.TailOverdue, "suspected, not proven"},
 		{"cut after a checkpoint, no head: cannot tell", recs[:4], nil, "", audit.TailCheckpointed, "the chain cannot tell"},
@@ -151,4 +154,35 @@ func TestCheckpointEventTamper(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzHeadOf: a head file's record, whatever it holds, is accepted only
+// as a sealed checkpoint record naming the record before it; never a
+// panic.
+func FuzzHeadOf(f *testing.F) {
+	key := edKey{}
+	key.pub, key.priv, _ = ed25519.GenerateKey(bytes.NewReader(make([]byte, 64)))
+	l := audit.New(audit.NewMemory(), &audit.Options{CheckpointEvery: time.Minute})
+	ctx := context.Background()
+	_, _ = l.Append(ctx, audit.Record{Kind: audit.KindReceived, MessageID: "m1"})
+	rec, _, err := l.CheckpointEvent(ctx, key, audit.EventStop)
+	if err != nil {
+		f.Fatal(err)
+	}
+	data, _ := rec.MarshalJSON()
+	f.Add(data)
+	f.Add(bytes.Replace(data, []byte(`"stop"`), []byte(`"start"`), 1))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		rec, err := audit.ParseRecord(data)
+		if err != nil {
+			return
+		}
+		h, err := audit.HeadOf(rec, "fuzz", key)
+		if err != nil {
+			return
+		}
+		if h.Seq != rec.Seq || h.Hash != rec.Hash || rec.Kind != audit.KindCheckpoint {
+			t.Fatalf("head %+v of %+v", h, rec)
+		}
+	})
 }

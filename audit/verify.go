@@ -592,7 +592,7 @@ func (v *Verifier) Report() Report {
 	if head != nil {
 		if head.Seq > rep.LastSeq {
 			fail(ProblemTruncated, rep.LastSeq+1, head.Seq-rep.LastSeq,
-				"the chain ends at record %d, but %s holds checkpoint record %d signed at %s: records %d to %d were removed after a signed checkpoint",
+				"the chain ends at record %d, but %s holds checkpoint record %d signed at %s: at least records %d to %d were removed after a signed checkpoint",
 				rep.LastSeq, head.Source, head.Seq, head.Time, rep.LastSeq+1, head.Seq)
 		} else {
 			fail(ProblemRemoved, head.Seq, 0, "checkpoint record %d signed at %s in %s is not in the chain", head.Seq, head.Time, head.Source)

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -641,20 +642,21 @@ kind, retain_until, prev and hash, and loses everything else. Records are
 never deleted, so the chain still verifies. Each purge appends a purge
 record saying what it redacted, then a checkpoint signed with the
 gateway's key (the key file beside the log, or --key), so the purge is
-vouched for at once. Without a key the purge is done and says it is not
-checkpointed: the gateway's next checkpoint vouches for it. Run it
-periodically (for instance from cron).`,
+vouched for at once; for a SQLite log the checkpoint is also copied to
+the head file beside it (audit.head.json, see custos audit verify), and a
+log that no longer holds the head file's checkpoint is not purged. Without
+a key the purge is done and says it is not checkpointed: the gateway's
+next checkpoint vouches for it. Run it periodically (for instance from
+cron).`,
 		Args: argsExactly(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			if keyFile == "" {
-				dir, err := e.stateDir()
-				if err != nil {
-					return err
-				}
-				if dir != "" {
-					keyFile = existing(filepath.Join(dir, gatewayKeyName))
-				}
+			dir, err := e.stateDir()
+			if err != nil {
+				return err
+			}
+			if keyFile == "" && dir != "" {
+				keyFile = existing(filepath.Join(dir, gatewayKeyName))
 			}
 			var signer audit.CheckpointSigner
 			if keyFile != "" {
@@ -668,7 +670,17 @@ periodically (for instance from cron).`,
 				return err
 			}
 			defer b.Close()
-			l := audit.New(b.Backend(), &audit.Options{Signer: signer})
+			o := &audit.Options{Signer: signer}
+			if dir != "" && signer != nil {
+				// The purge checkpoint goes to the head file beside the
+				// log, which must still match the chain.
+				head, err := openAuditHead(ctx, dir, b.Backend(), slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil)))
+				if err != nil {
+					return err
+				}
+				o.OnCheckpoint = head.Write
+			}
+			l := audit.New(b.Backend(), o)
 			n, err := l.Purge(ctx, time.Now())
 			if err != nil {
 				return fmt.Errorf("%s: %w", path, err)

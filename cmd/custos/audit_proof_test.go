@@ -14,10 +14,12 @@ import (
 	"time"
 
 	"github.com/go-jose/go-jose/v4"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/custos-runtime/custos/audit"
 	"github.com/custos-runtime/custos/audit/audittest"
 	"github.com/custos-runtime/custos/store"
+	"github.com/custos-runtime/custos/store/pgaudit"
 	"github.com/custos-runtime/custos/store/sqliteaudit"
 )
 
@@ -59,7 +61,7 @@ func TestAuditTruncationProven(t *testing.T) {
 	auditSQL(t, db, "DROP TRIGGER audit_records_no_delete", `DELETE FROM audit_records WHERE seq = (SELECT max(seq) FROM audit_records)`)
 	code, out, errOut := custos(t, "", "audit", "verify", "--log", dir, "--keys", key)
 	if code != 1 || out != "" || !strings.Contains(errOut, "truncated") ||
-		!strings.Contains(errOut, "records 4 to 4 were removed after a signed checkpoint") {
+		!strings.Contains(errOut, "at least records 4 to 4 were removed after a signed checkpoint") {
 		t.Fatalf("a truncated log: exit %d, %q, %q", code, out, errOut)
 	}
 	// custos serve refuses to write on.
@@ -214,6 +216,18 @@ func TestAuditPurgeCheckpointed(t *testing.T) {
 		!strings.Contains(out, "tail: the chain ends with a checkpoint (record 6") {
 		t.Fatalf("verify after a checkpointed purge: %s", out)
 	}
+	// The purge checkpoint went to the head file beside the log: a cut
+	// after it is proven.
+	if rec, err := readHeadRecord(filepath.Join(filepath.Dir(path), auditHeadFile)); err != nil || rec.Seq != 6 {
+		t.Fatalf("head file after a purge: %+v, %v", rec, err)
+	}
+	auditSQL(t, path, dropAuditTriggers, `DELETE FROM audit_records WHERE seq = 6`)
+	if code, _, errOut := custos(t, "", "audit", "verify", "--log", path); code != 1 || !strings.Contains(errOut, "truncated") {
+		t.Fatalf("a cut after the purge checkpoint: exit %d, %q", code, errOut)
+	}
+	if code, _, errOut := custos(t, "", "audit", "purge", "--log", path); code != 1 || !strings.Contains(errOut, "does not hold checkpoint record 6") {
+		t.Fatalf("purge on a truncated log: exit %d, %q", code, errOut)
+	}
 	bare := auditFixture(t, 3, 1)
 	if out := mustCustos(t, "", "audit", "purge", "--log", bare); !strings.Contains(out, "not checkpointed (no gateway key") {
 		t.Fatalf("purge without a key: %s", out)
@@ -223,5 +237,76 @@ func TestAuditPurgeCheckpointed(t *testing.T) {
 	}
 	if code, _, errOut := custos(t, "", "audit", "purge", "--log", path); code != 1 || !strings.Contains(errOut, "readable by others") {
 		t.Fatalf("a key readable by others: exit %d, %q", code, errOut)
+	}
+}
+
+// The same on PostgreSQL: the head file proves a truncation of a shared
+// chain, a bundle exports and verifies, a purge is checkpointed.
+func TestAuditProofPostgres(t *testing.T) {
+	url := postgresLocation(t)
+	ctx := t.Context()
+	loc, err := store.Parse(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	keyFile := writeTestKey(t, dir)
+	signer, err := readSigningKey(keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := pgaudit.Open(ctx, loc.DSN, &pgaudit.Options{Schema: loc.Schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	head, err := openAuditHead(ctx, dir, b, slog.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := audit.New(b, &audit.Options{CheckpointEvery: 10 * time.Minute, OnCheckpoint: head.Write})
+	if _, _, err := l.CheckpointEvent(ctx, signer, audit.EventStart); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 3; i++ {
+		rec := audittest.Sample(audit.KindReceived, i)
+		if i == 1 {
+			rec.RetainUntil = auditT0
+		}
+		if _, err := l.Append(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, err := l.CheckpointEvent(ctx, signer, audit.EventStop); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	if out := mustCustos(t, "", "audit", "purge", "--log", url, "--key", keyFile); !strings.Contains(out, "redacted 1 record, checkpointed") {
+		t.Fatalf("purge: %s", out)
+	}
+	bundle := filepath.Join(t.TempDir(), "b.jsonl")
+	mustCustos(t, "", "audit", "export", "--bundle", "--log", url, "--keys", keyFile, "--out", bundle)
+	if out := mustCustos(t, "", "audit", "verify", "--bundle", bundle); !strings.Contains(out, "OK: 7 records (1 redacted)") {
+		t.Fatalf("verify --bundle: %s", out)
+	}
+	headFile := filepath.Join(dir, auditHeadFile)
+	if out := mustCustos(t, "", "audit", "verify", "--log", url, "--keys", keyFile, "--head", headFile); !strings.Contains(out, "OK: 7 records") {
+		t.Fatalf("verify: %s", out)
+	}
+	conn, err := pgx.Connect(ctx, loc.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	q := pgx.Identifier{loc.Schema, "audit_records"}.Sanitize()
+	for _, s := range []string{"ALTER TABLE " + q + " DISABLE TRIGGER USER", "DELETE FROM " + q + " WHERE seq >= 5", "ALTER TABLE " + q + " ENABLE TRIGGER USER"} {
+		if _, err := conn.Exec(ctx, s); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
+	// The head file holds the stop checkpoint (record 5): the purge
+	// checkpoint came from the command line, which keeps no head file.
+	code, _, errOut := custos(t, "", "audit", "verify", "--log", url, "--keys", keyFile, "--head", headFile)
+	if code != 1 || !strings.Contains(errOut, "truncated") || !strings.Contains(errOut, "at least records 5 to 5 were removed after a signed checkpoint") {
+		t.Fatalf("a truncated chain: exit %d, %q", code, errOut)
 	}
 }
