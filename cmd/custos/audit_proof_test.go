@@ -310,3 +310,54 @@ func TestAuditProofPostgres(t *testing.T) {
 		t.Fatalf("a truncated chain: exit %d, %q", code, errOut)
 	}
 }
+
+// A restart after a clean stop: the new start checkpoint found the clean
+// stop; the head file follows the chain; verify reports no unclean start.
+// A log whose last run did not stop cleanly gets a start that says so.
+func TestServeRestartCheckpoints(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	g := startGateway(t, dir, nil)
+	g.stop()
+	g2 := startGateway(t, dir, g)
+	if code, _, _ := g2.send(t, "demo.echo", "GDPR-STANDARD", map[string]any{"text": "hi"}, nil); code != 200 {
+		t.Fatalf("request: %d", code)
+	}
+	g2.stop()
+	key := filepath.Join(dir, gatewayKeyName)
+	out := mustCustos(t, "", "audit", "verify", "--data", dir, "--keys", key)
+	if !strings.Contains(out, "4 signed checkpoints") || !strings.Contains(out, "clean-stop") || strings.Contains(out, "without a clean stop before") {
+		t.Fatalf("after a clean restart: %s", out)
+	}
+	var recs []audit.Record
+	exported := filepath.Join(t.TempDir(), "export.jsonl")
+	mustCustos(t, "", "audit", "export", "--data", dir, "--out", exported)
+	f, err := os.Open(exported)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := audit.ReadJSONL(f, func(r audit.Record) error { recs = append(recs, r); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	c, err := audit.CheckpointOf(&recs[2])
+	if err != nil || c.Event != audit.EventStart || c.Found != audit.FoundCleanStop || c.Every != checkpointEvery {
+		t.Fatalf("the second start: %+v, %v", c, err)
+	}
+	head, err := readHeadRecord(filepath.Join(dir, auditHeadFile))
+	if err != nil || head.Seq != recs[len(recs)-1].Seq {
+		t.Fatalf("head file %+v, %v; want the last record %d", head, err, len(recs))
+	}
+	// The stop checkpoint removed, as after a kill (and the head file
+	// with it, as a kill before the stop leaves the previous one):
+	// the next start says it found no clean stop.
+	auditSQL(t, filepath.Join(dir, "custos.db"), "DROP TRIGGER audit_records_no_delete", `DELETE FROM audit_records WHERE seq = (SELECT max(seq) FROM audit_records)`)
+	if err := os.Remove(filepath.Join(dir, auditHeadFile)); err != nil {
+		t.Fatal(err)
+	}
+	g3 := startGateway(t, dir, g)
+	g3.stop()
+	out = mustCustos(t, "", "audit", "verify", "--data", dir, "--keys", key)
+	if !strings.Contains(out, "the gateway started 1 time without a clean stop before") {
+		t.Fatalf("after a kill: %s", out)
+	}
+}
