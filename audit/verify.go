@@ -276,6 +276,7 @@ type Verifier struct {
 	tail          Tail
 	promise       time.Duration
 	firstAfter    time.Time // time of the first record after the last checkpoint
+	lastCPTime    time.Time
 	anyCheckpoint bool
 }
 
@@ -475,6 +476,7 @@ func (v *Verifier) trackTail(rec *Record) {
 		v.tail.UncleanStarts++
 	}
 	v.tail.LastCheckpoint, v.tail.Event, v.tail.Time, v.tail.After = rec.Seq, c.Event, FormatTime(c.Time), 0
+	v.lastCPTime = c.Time
 	switch {
 	case c.Every > 0:
 		v.promise = c.Every
@@ -512,13 +514,19 @@ func (v *Verifier) finishTail(rep *Report) {
 		t.Detail = fmt.Sprintf("%d %s after the last checkpoint (record %d, %s), which promises no next one: they are not vouched for%s",
 			t.After, plural(t.After, "record", "records"), t.LastCheckpoint, t.Event, unchecked)
 	default:
-		due := v.firstAfter.Add(v.promise)
+		// A record after a checkpoint was appended after it was signed,
+		// whatever time the record carries.
+		first := v.firstAfter
+		if first.Before(v.lastCPTime) {
+			first = v.lastCPTime
+		}
+		due := first.Add(v.promise)
 		t.Due = FormatTime(due)
 		if !v.now.IsZero() && v.now.After(due.Add(CheckpointGrace)) {
 			t.Status = TailOverdue
 			t.Detail = fmt.Sprintf("%d %s after the last checkpoint (record %d, signed %s), the first at %s, and no checkpoint by %s although the gateway "+
 				"signs one every %s: it stopped without a clean stop (a crash), or records were removed after a later signed checkpoint; "+
-				"suspected, not proven%s", t.After, plural(t.After, "record", "records"), t.LastCheckpoint, t.Time, FormatTime(v.firstAfter), t.Due,
+				"suspected, not proven%s", t.After, plural(t.After, "record", "records"), t.LastCheckpoint, t.Time, FormatTime(first), t.Due,
 				v.promise, unchecked)
 		} else {
 			t.Status = TailPending
