@@ -79,7 +79,10 @@ func jsonl(t *testing.T, recs []audit.Record) *bytes.Reader {
 func rehash(t *testing.T, recs []audit.Record, i int) {
 	t.Helper()
 	for ; i < len(recs); i++ {
-		recs[i].Prev = recs[i-1].Hash
+		recs[i].Prev = audit.Genesis
+		if i > 0 {
+			recs[i].Prev = recs[i-1].Hash
+		}
 		h, err := recs[i].ComputeHash()
 		if err != nil {
 			t.Fatal(err)
@@ -199,14 +202,17 @@ func FuzzVerifyCheckpoints(f *testing.F) {
 	key := edKey{}
 	pub, priv, _ := ed25519.GenerateKey(bytes.NewReader(make([]byte, 64)))
 	key.pub, key.priv = pub, priv
-	l := audit.New(audit.NewMemory(), &audit.Options{Now: func() time.Time { return time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC) }})
+	l := audit.New(audit.NewMemory(), &audit.Options{Now: func() time.Time { return time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC) },
+		CheckpointEvery: 10 * time.Minute})
 	ctx := context.Background()
+	_, _, _ = l.CheckpointEvent(ctx, key, audit.EventStart)
 	for i := range 4 {
 		_, _ = l.Append(ctx, audit.Record{Kind: audit.KindReceived, MessageID: "m" + string(rune('0'+i))})
 		if i%2 == 1 {
 			_, _, _ = l.Checkpoint(ctx, key)
 		}
 	}
+	_, _, _ = l.CheckpointEvent(ctx, key, audit.EventStop)
 	var seed bytes.Buffer
 	if _, err := l.Export(ctx, &seed, 1, 0); err != nil {
 		f.Fatal(err)

@@ -67,7 +67,15 @@
 // Checkpoints (Log.Checkpoint, checkpoint.go) are records that carry a
 // signed statement of the record before them: with the signer's key
 // (VerifyOptions.Checkpoints), a rewrite of any record a checkpoint
-// vouches for is detected without an anchor.
+// vouches for is detected without an anchor. A checkpoint says why it was
+// signed (CheckpointEvent: start, interval, stop, purge) and how often its
+// writer promises one (Options.CheckpointEvery); Report.Tail judges the
+// end of the chain by them (a clean stop, records still within the
+// promise, records overdue: a suspected truncation or crash), and a
+// checkpoint record kept outside the chain (VerifyOptions.Heads, HeadOf:
+// the gateway's head file) proves a truncation (ProblemTruncated). A
+// bundle (Log.ExportBundle, VerifyBundle) carries the chain, its counts
+// and the signer's JWKS for offline verification.
 //
 // # Retention and redaction
 //

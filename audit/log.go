@@ -60,6 +60,17 @@ type Options struct {
 	// (after its Time is set); a zero result keeps the record forever.
 	// Nil keeps every such record forever. See ProfileRetention.
 	Retention func(Record) time.Time
+	// CheckpointEvery is the promise the Log's checkpoints carry (see
+	// Checkpoint.Every): how often the writer signs one while it runs.
+	// Zero makes none (a command-line tool).
+	CheckpointEvery time.Duration
+	// OnCheckpoint, when set, is called with every checkpoint record the
+	// Log wrote, once it is durable (custos serve copies it to a head
+	// file outside the log).
+	OnCheckpoint func(Record)
+	// Signer, when set, signs a purge checkpoint (EventPurge) right after
+	// the purge records of every Purge that redacted something.
+	Signer CheckpointSigner
 }
 
 // Log is a hash-chained audit log over a Backend. It is safe for
@@ -161,9 +172,12 @@ func (l *Log) AppendPrepared(ctx context.Context, p Prepared) (Record, error) {
 
 // Purge redacts every record whose RetainUntil is before now (see
 // Record.Redact) and, in the same transaction, appends a KindPurge record
-// saying what it redacted (one purge record per backend batch). Records keep their seq, time, kind, prev and
-// hash, so the chain still verifies. It returns how many records it
-// redacted; with none, it writes nothing.
+// saying what it redacted (one purge record per backend batch). Records
+// keep their seq, time, kind, prev and hash, so the chain still verifies.
+// With Options.Signer, a purge checkpoint (EventPurge) follows the last
+// purge record, so the purge is vouched for at once; if it cannot be
+// signed, the records stay redacted and the error says so. It returns
+// how many records it redacted; with none, it writes nothing.
 func (l *Log) Purge(ctx context.Context, now time.Time) (int, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, fmt.Errorf("%w: %w", ErrAppend, err)
@@ -177,9 +191,15 @@ func (l *Log) Purge(ctx context.Context, now time.Time) (int, error) {
 			return total, err
 		}
 		if n == 0 {
-			return total, nil
+			break
 		}
 	}
+	if total > 0 && l.opts.Signer != nil {
+		if _, _, err := l.CheckpointEvent(ctx, l.opts.Signer, EventPurge); err != nil {
+			return total, fmt.Errorf("%d records redacted, but the purge checkpoint was not written: %w", total, err)
+		}
+	}
+	return total, nil
 }
 
 func (l *Log) redact(ctx context.Context, now time.Time) (int, error) {

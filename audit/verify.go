@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 )
 
 // ErrTampered is matched (errors.Is) by every *Problem.
@@ -41,6 +42,11 @@ const (
 	// the record before it, or its signature does not verify with the
 	// keys given (VerifyOptions.Checkpoints).
 	ProblemCheckpoint ProblemKind = "bad_checkpoint"
+	// ProblemTruncated: records were removed from the end of the chain,
+	// proven by a checkpoint known from outside it (VerifyOptions.Heads:
+	// the gateway's head file, a bundle's manifest) that names a record
+	// beyond the chain's end.
+	ProblemTruncated ProblemKind = "truncated"
 )
 
 // Problem is the first inconsistency Verify met.
@@ -88,7 +94,109 @@ type VerifyOptions struct {
 	// Checkpoints, when set, checks the signature of every checkpoint
 	// record (Log.Checkpoint); without it they are counted as unchecked.
 	Checkpoints CheckpointVerifier
+	// Heads are checkpoint records known from outside the chain (HeadOf):
+	// each must be in it, with its hash. One beyond the chain's end is
+	// ProblemTruncated.
+	Heads []Head
+	// Now, when set, is the time the tail is judged at (Report.Tail): a
+	// record left without the checkpoint its writer promised by then is
+	// a suspected truncation or crash (TailOverdue).
+	Now time.Time
 }
+
+// Head is a checkpoint record known from outside the chain.
+type Head struct {
+	Seq  uint64 `json:"seq"`
+	Hash string `json:"hash"`
+	// Time is when the checkpoint was signed.
+	Time string `json:"time"`
+	// Source names where it came from ("head file /var/lib/…").
+	Source string `json:"source"`
+}
+
+// HeadOf checks that rec, found outside the chain in source, is a sealed
+// checkpoint record (its hash matches its content) whose signature
+// verifies with ckv (when ckv is set), and returns it as a Head.
+func HeadOf(rec Record, source string, ckv CheckpointVerifier) (Head, error) {
+	if rec.Kind != KindCheckpoint || rec.Redacted || rec.Seq < 1 {
+		return Head{}, fmt.Errorf("%s: not a checkpoint record", source)
+	}
+	if h, err := rec.ComputeHash(); err != nil || h != rec.Hash {
+		return Head{}, fmt.Errorf("%s: the checkpoint record's content does not match its hash", source)
+	}
+	c, err := CheckpointOf(&rec)
+	if err != nil {
+		return Head{}, fmt.Errorf("%s: %w", source, err)
+	}
+	if c.Seq+1 != rec.Seq || c.Hash != rec.Prev {
+		return Head{}, fmt.Errorf("%s: the checkpoint does not name the record before it", source)
+	}
+	if ckv != nil {
+		if err := ckv.VerifyCheckpoint(c.KID, c.Statement(), c.Signature); err != nil {
+			return Head{}, fmt.Errorf("%s: the checkpoint's signature (kid %q) does not verify: %w", source, c.KID, err)
+		}
+	}
+	return Head{Seq: rec.Seq, Hash: rec.Hash, Time: FormatTime(c.Time), Source: source}, nil
+}
+
+// CheckpointGrace is how late a promised checkpoint may be (a slow
+// signer, a busy lock, clocks apart) before the tail is TailOverdue.
+const CheckpointGrace = 2 * time.Minute
+
+// TailStatus says how the chain ends (Report.Tail).
+type TailStatus string
+
+// How a chain may end.
+const (
+	// TailEmpty: no records.
+	TailEmpty TailStatus = "empty"
+	// TailCleanStop: with a stop checkpoint: its writer stopped cleanly.
+	TailCleanStop TailStatus = "clean_stop"
+	// TailCheckpointed: with another checkpoint: the writer may be
+	// running (a quiet chain gets no new checkpoint), or it stopped
+	// without a clean stop, or records after this checkpoint were
+	// removed with every later checkpoint. The chain cannot tell.
+	TailCheckpointed TailStatus = "checkpointed"
+	// TailPending: with records after the last checkpoint, within the
+	// time its writer promised to checkpoint them (or no time to judge
+	// by: VerifyOptions.Now unset).
+	TailPending TailStatus = "pending"
+	// TailUnvouched: with records after the last checkpoint, and no
+	// promise to checkpoint them (no checkpoint at all, or the last is a
+	// stop, or carries no promise).
+	TailUnvouched TailStatus = "unvouched"
+	// TailOverdue: with records after the last checkpoint older than its
+	// writer's promise allows: the writer crashed before it could sign the
+	// next checkpoint, or records were removed after a signed checkpoint
+	// (with the checkpoints that followed). A suspicion, not a proof.
+	TailOverdue TailStatus = "overdue"
+)
+
+// Tail is what the verifier can say about the end of the chain.
+type Tail struct {
+	Status TailStatus `json:"status"`
+	// LastCheckpoint is the seq of the last checkpoint record (0: none),
+	// Event its event ("" for a v1 checkpoint), Time when it was signed.
+	LastCheckpoint uint64 `json:"last_checkpoint,omitempty"`
+	Event          string `json:"event,omitempty"`
+	Time           string `json:"time,omitempty"`
+	// After is how many records follow it.
+	After int `json:"after"`
+	// Every is the promise in force after it, in seconds (0: none).
+	Every int64 `json:"every,omitempty"`
+	// Due is when the checkpoint of the first record after it was due
+	// (set with a promise and records after it).
+	Due string `json:"due,omitempty"`
+	// UncleanStarts counts start checkpoints that found no clean stop
+	// before them: a writer that crashed or was killed, or (on a shared
+	// chain) another replica that was running.
+	UncleanStarts int `json:"unclean_starts,omitempty"`
+	// Detail says it in words.
+	Detail string `json:"detail"`
+}
+
+// Suspect reports whether the tail suggests a truncation or a crash.
+func (t *Tail) Suspect() bool { return t != nil && t.Status == TailOverdue }
 
 // Report is the result of a verification.
 type Report struct {
@@ -118,6 +226,8 @@ type Report struct {
 	SignedThrough        uint64 `json:"signed_through,omitempty"`
 	CheckpointTime       string `json:"checkpoint_time,omitempty"`
 	UncheckedCheckpoints int    `json:"unchecked_checkpoints,omitempty"`
+	// Tail says how the chain ends; set when it verifies.
+	Tail *Tail `json:"tail,omitempty"`
 	// Problem is the first problem found; nil when the chain verifies.
 	Problem *Problem `json:"problem,omitempty"`
 }
@@ -158,6 +268,16 @@ type Verifier struct {
 	// approvals maps each approval request id seen in an approval record
 	// to its resolution id.
 	approvals map[string]string
+
+	heads         map[uint64]Head
+	seenHeads     map[uint64]bool
+	now           time.Time
+	prevStop      bool // the previous record is a stop checkpoint
+	tail          Tail
+	promise       time.Duration
+	firstAfter    time.Time // time of the first record after the last checkpoint
+	lastCPTime    time.Time
+	anyCheckpoint bool
 }
 
 // NewVerifier returns a Verifier for a chain that starts at seq 1.
@@ -170,6 +290,21 @@ func NewVerifier(o VerifyOptions) *Verifier {
 			v.anchors[a.Seq] = a.Hash
 		}
 	}
+	if len(o.Heads) > 0 {
+		v.heads = make(map[uint64]Head, len(o.Heads))
+		v.seenHeads = make(map[uint64]bool, len(o.Heads))
+		for _, h := range o.Heads {
+			if old, ok := v.heads[h.Seq]; !ok || old.Hash == h.Hash {
+				v.heads[h.Seq] = h
+			} else {
+				// Two outside checkpoints disagree: at least one record
+				// at that seq is not the chain's; the chain's own check
+				// then fails on one of them.
+				v.heads[h.Seq] = Head{Seq: h.Seq, Hash: "conflicting", Time: h.Time, Source: old.Source + " and " + h.Source}
+			}
+		}
+	}
+	v.now = o.Now
 	return v
 }
 
@@ -208,9 +343,17 @@ func (v *Verifier) Add(key uint64, data []byte) {
 			v.fail(ProblemAltered, rec.Seq, 0, "hash %s differs from the anchored %s", rec.Hash, h)
 		}
 	}
+	if h, ok := v.heads[rec.Seq]; ok {
+		v.seenHeads[rec.Seq] = true
+		if rec.Hash != h.Hash {
+			v.fail(ProblemAltered, rec.Seq, 0, "hash %s differs from checkpoint record %d signed at %s in %s (%s): the chain was rewritten from there",
+				rec.Hash, h.Seq, h.Time, h.Source, h.Hash)
+		}
+	}
 	v.check(&rec)
 	v.approval(&rec)
 	v.checkpoint(&rec)
+	v.trackTail(&rec)
 	v.ppHash, v.prevHash, v.prevSeq, v.prevRedacted = v.prevHash, rec.Hash, rec.Seq, rec.Redacted
 	v.expect = max(v.expect, rec.Seq+1)
 	v.lastRedacted = rec.Redacted
@@ -297,6 +440,10 @@ func (v *Verifier) checkpoint(rec *Record) {
 	case c.Seq+1 != rec.Seq || c.Hash != rec.Prev:
 		v.fail(ProblemCheckpoint, rec.Seq, 0, "the checkpoint names record %d (%s), not the record before it", c.Seq, c.Hash)
 		return
+	case c.Event == EventStart && (c.Found == FoundEmpty) != (c.Seq == 0),
+		c.Event == EventStart && c.Seq > 0 && (c.Found == FoundCleanStop) != v.prevStop:
+		v.fail(ProblemCheckpoint, rec.Seq, 0, "the start checkpoint says it found %s at the end of the chain, which record %d does not match", c.Found, c.Seq)
+		return
 	case v.ckv == nil:
 		v.rep.UncheckedCheckpoints++
 		return
@@ -307,6 +454,94 @@ func (v *Verifier) checkpoint(rec *Record) {
 	}
 	v.rep.Checkpoints++
 	v.rep.SignedThrough, v.rep.CheckpointTime = c.Seq, FormatTime(c.Time)
+}
+
+// trackTail follows what the tail analysis needs: the last checkpoint,
+// its promise and the records after it.
+func (v *Verifier) trackTail(rec *Record) {
+	defer func() { v.prevStop = IsStop(rec) }()
+	if rec.Kind != KindCheckpoint || rec.Redacted {
+		if v.tail.After == 0 {
+			v.firstAfter = rec.Time
+		}
+		v.tail.After++
+		return
+	}
+	c, err := CheckpointOf(rec)
+	if err != nil {
+		return // reported by checkpoint
+	}
+	v.anyCheckpoint = true
+	if c.Event == EventStart && c.Found == FoundNoCleanStop {
+		v.tail.UncleanStarts++
+	}
+	v.tail.LastCheckpoint, v.tail.Event, v.tail.Time, v.tail.After = rec.Seq, c.Event, FormatTime(c.Time), 0
+	v.lastCPTime = c.Time
+	switch {
+	case c.Every > 0:
+		v.promise = c.Every
+	case c.Event == EventStop:
+		v.promise = 0
+	}
+	// A purge checkpoint from a tool (no promise) leaves the promise of
+	// the gateway's last checkpoint in force.
+}
+
+// finishTail judges the end of the chain.
+func (v *Verifier) finishTail(rep *Report) {
+	t := v.tail
+	t.Every = int64(v.promise / time.Second)
+	unchecked := ""
+	if v.ckv == nil && v.anyCheckpoint {
+		unchecked = " (the checkpoints' signatures were not checked)"
+	}
+	switch {
+	case rep.Records == 0:
+		t.Status, t.Detail = TailEmpty, "the chain is empty"
+	case t.After == 0 && t.Event == EventStop:
+		t.Status = TailCleanStop
+		t.Detail = fmt.Sprintf("the chain ends with a clean-stop checkpoint (record %d, signed %s)%s", t.LastCheckpoint, t.Time, unchecked)
+	case t.After == 0:
+		t.Status = TailCheckpointed
+		t.Detail = fmt.Sprintf("the chain ends with a checkpoint (record %d, signed %s) but no clean stop: the gateway is running, "+
+			"or it stopped without a clean stop, or records after that checkpoint were removed with the checkpoints that followed; "+
+			"the chain cannot tell%s", t.LastCheckpoint, t.Time, unchecked)
+	case !v.anyCheckpoint:
+		t.Status = TailUnvouched
+		t.Detail = fmt.Sprintf("no checkpoint: nothing in the chain is signed, and records cut off its end cannot be detected without an anchor")
+	case v.promise == 0:
+		t.Status = TailUnvouched
+		t.Detail = fmt.Sprintf("%d %s after the last checkpoint (record %d, %s), which promises no next one: they are not vouched for%s",
+			t.After, plural(t.After, "record", "records"), t.LastCheckpoint, t.Event, unchecked)
+	default:
+		// A record after a checkpoint was appended after it was signed,
+		// whatever time the record carries.
+		first := v.firstAfter
+		if first.Before(v.lastCPTime) {
+			first = v.lastCPTime
+		}
+		due := first.Add(v.promise)
+		t.Due = FormatTime(due)
+		if !v.now.IsZero() && v.now.After(due.Add(CheckpointGrace)) {
+			t.Status = TailOverdue
+			t.Detail = fmt.Sprintf("%d %s after the last checkpoint (record %d, signed %s), the first at %s, and no checkpoint by %s although the gateway "+
+				"signs one every %s: it stopped without a clean stop (a crash), or records were removed after a later signed checkpoint; "+
+				"suspected, not proven%s", t.After, plural(t.After, "record", "records"), t.LastCheckpoint, t.Time, FormatTime(first), t.Due,
+				v.promise, unchecked)
+		} else {
+			t.Status = TailPending
+			t.Detail = fmt.Sprintf("%d %s after the last checkpoint (record %d, signed %s), to be checkpointed by %s%s",
+				t.After, plural(t.After, "record", "records"), t.LastCheckpoint, t.Time, t.Due, unchecked)
+		}
+	}
+	rep.Tail = &t
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 // approval tells a repeated approval record (same request, same
@@ -354,7 +589,25 @@ func (v *Verifier) Report() Report {
 	}
 	if missing != 0 {
 		fail(ProblemRemoved, missing, 0, "anchored record %d is not in the chain (it ends at seq %d)", missing, rep.LastSeq)
+		return rep
 	}
+	var head *Head
+	for seq, h := range v.heads {
+		if !v.seenHeads[seq] && (head == nil || seq > head.Seq) {
+			head = &h
+		}
+	}
+	if head != nil {
+		if head.Seq > rep.LastSeq {
+			fail(ProblemTruncated, rep.LastSeq+1, head.Seq-rep.LastSeq,
+				"the chain ends at record %d, but %s holds checkpoint record %d signed at %s: at least records %d to %d were removed after a signed checkpoint",
+				rep.LastSeq, head.Source, head.Seq, head.Time, rep.LastSeq+1, head.Seq)
+		} else {
+			fail(ProblemRemoved, head.Seq, 0, "checkpoint record %d signed at %s in %s is not in the chain", head.Seq, head.Time, head.Source)
+		}
+		return rep
+	}
+	v.finishTail(&rep)
 	return rep
 }
 

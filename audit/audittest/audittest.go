@@ -7,6 +7,8 @@ package audittest
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"sync"
@@ -24,6 +26,8 @@ func Run(t *testing.T, open func(t *testing.T) audit.Backend) {
 	t.Run("Concurrent", func(t *testing.T) { testConcurrent(t, open(t)) })
 	t.Run("Purge", func(t *testing.T) { testPurge(t, open(t)) })
 	t.Run("Export", func(t *testing.T) { testExport(t, open(t)) })
+	t.Run("CheckpointEvents", func(t *testing.T) { testCheckpointEvents(t, open(t)) })
+	t.Run("CheckpointedPurge", func(t *testing.T) { testCheckpointedPurge(t, open(t)) })
 }
 
 // Sample returns a plausible record of kind k, for tests.
@@ -299,4 +303,164 @@ func testExport(t *testing.T, b audit.Backend) {
 	if want := string(bytes.Join(lines[3:6], []byte("\n"))) + "\n"; buf.String() != want {
 		t.Fatalf("Export 4..6:\n%s\nwant\n%s", buf.String(), want)
 	}
+}
+
+// Key signs and verifies checkpoints with a fixed Ed25519 key, kid "kit".
+type Key struct{ priv ed25519.PrivateKey }
+
+// NewKey returns the kit's key.
+func NewKey() Key {
+	return Key{ed25519.NewKeyFromSeed(bytes.Repeat([]byte{7}, ed25519.SeedSize))}
+}
+
+// SignCheckpoint implements audit.CheckpointSigner.
+func (k Key) SignCheckpoint(st []byte) (string, string, error) {
+	return "kit", base64.RawURLEncoding.EncodeToString(ed25519.Sign(k.priv, st)), nil
+}
+
+// VerifyCheckpoint implements audit.CheckpointVerifier.
+func (k Key) VerifyCheckpoint(kid string, st []byte, s string) error {
+	raw, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil || kid != "kit" || !ed25519.Verify(k.priv.Public().(ed25519.PublicKey), st, raw) {
+		return errors.New("bad signature")
+	}
+	return nil
+}
+
+// A gateway's life in checkpoints: a start on an empty chain, records,
+// an interval checkpoint, a clean stop, a start that finds it, records and
+// a crash (no stop), a start that finds no clean stop. Each verifies with
+// the key and the tail says what it can.
+func testCheckpointEvents(t *testing.T, b audit.Backend) {
+	ctx := context.Background()
+	now := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	key := NewKey()
+	var seen []audit.Record
+	l := audit.New(b, &audit.Options{Now: func() time.Time { return now }, CheckpointEvery: 10 * time.Minute,
+		OnCheckpoint: func(r audit.Record) { seen = append(seen, r) }})
+	defer l.Close()
+	event := func(ev string) audit.Record {
+		t.Helper()
+		rec, ok, err := l.CheckpointEvent(ctx, key, ev)
+		if err != nil || !ok {
+			t.Fatalf("%s checkpoint: %v, %v", ev, ok, err)
+		}
+		return rec
+	}
+	tail := func(at time.Time, want audit.TailStatus) audit.Report {
+		t.Helper()
+		rep, err := l.VerifyWith(ctx, audit.VerifyOptions{Checkpoints: key, Now: at})
+		if err != nil || !rep.OK() {
+			t.Fatalf("verify: %+v, %v", rep.Problem, err)
+		}
+		if rep.Tail == nil || rep.Tail.Status != want {
+			t.Fatalf("tail %+v, want %s", rep.Tail, want)
+		}
+		return rep
+	}
+	start := event(audit.EventStart)
+	if c, err := audit.CheckpointOf(&start); err != nil || c.Found != audit.FoundEmpty || c.Seq != 0 || c.Every != 10*time.Minute {
+		t.Fatalf("first start: %+v, %v", c, err)
+	}
+	for i := 1; i <= 3; i++ {
+		if _, err := l.Append(ctx, Sample(audit.KindReceived, i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tail(now.Add(5*time.Minute), audit.TailPending)
+	// Ten minutes and the grace later, without a checkpoint: suspected.
+	rep := tail(now.Add(10*time.Minute+audit.CheckpointGrace+time.Second), audit.TailOverdue)
+	if !rep.Tail.Suspect() || rep.Tail.After != 3 || rep.Tail.LastCheckpoint != 1 {
+		t.Fatalf("overdue tail %+v", rep.Tail)
+	}
+	event(audit.EventInterval)
+	tail(now.Add(time.Hour), audit.TailCheckpointed)
+	stop := event(audit.EventStop)
+	if c, _ := audit.CheckpointOf(&stop); c.Every != 0 || c.Event != audit.EventStop {
+		t.Fatalf("stop: %+v", c)
+	}
+	tail(now.Add(time.Hour), audit.TailCleanStop)
+	start = event(audit.EventStart)
+	if c, _ := audit.CheckpointOf(&start); c.Found != audit.FoundCleanStop || c.Seq != stop.Seq {
+		t.Fatalf("start after a clean stop: %+v", c)
+	}
+	if _, err := l.Append(ctx, Sample(audit.KindReceived, 4)); err != nil {
+		t.Fatal(err)
+	}
+	// The process dies here; the next one starts.
+	start = event(audit.EventStart)
+	if c, _ := audit.CheckpointOf(&start); c.Found != audit.FoundNoCleanStop {
+		t.Fatalf("start after a crash: %+v", c)
+	}
+	rep = tail(now.Add(time.Hour), audit.TailCheckpointed)
+	if rep.Tail.UncleanStarts != 1 || rep.Checkpoints != 5 {
+		t.Fatalf("after a crash: %+v, %d checkpoints", rep.Tail, rep.Checkpoints)
+	}
+	if len(seen) != 5 || seen[4].Seq != start.Seq || seen[4].Hash != start.Hash {
+		t.Fatalf("OnCheckpoint saw %d checkpoints", len(seen))
+	}
+	// The copy of the last checkpoint kept outside the log proves a
+	// truncation of the chain.
+	h, err := audit.HeadOf(seen[4], "the head file", key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err = l.VerifyWith(ctx, audit.VerifyOptions{Checkpoints: key, Heads: []audit.Head{h}})
+	if err != nil || !rep.OK() {
+		t.Fatalf("verify with the head: %+v, %v", rep.Problem, err)
+	}
+}
+
+// A purge with a signer is checkpointed at once: the purge record is
+// followed by a purge checkpoint, and the chain verifies with the key.
+func testCheckpointedPurge(t *testing.T, b audit.Backend) {
+	ctx := context.Background()
+	t0 := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	now := t0
+	key := NewKey()
+	l := audit.New(b, &audit.Options{Now: func() time.Time { return now }, Signer: key})
+	defer l.Close()
+	for i := 1; i <= 4; i++ {
+		rec := Sample(audit.KindReceived, i)
+		rec.RetainUntil = t0.AddDate(0, 0, i)
+		if _, err := l.Append(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now = t0.AddDate(0, 0, 3)
+	if n, err := l.Purge(ctx, now); err != nil || n != 2 {
+		t.Fatalf("Purge: %d, %v", n, err)
+	}
+	var got []audit.Record
+	var buf bytes.Buffer
+	if _, err := l.Export(ctx, &buf, 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := audit.ReadJSONL(&buf, func(r audit.Record) error { got = append(got, r); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 6 || got[4].Kind != audit.KindPurge || got[5].Kind != audit.KindCheckpoint {
+		t.Fatalf("after a purge: %d records, kinds %v", len(got), kinds(got))
+	}
+	c, err := audit.CheckpointOf(&got[5])
+	if err != nil || c.Event != audit.EventPurge || c.Seq != 5 || c.Hash != got[4].Hash {
+		t.Fatalf("purge checkpoint %+v, %v", c, err)
+	}
+	rep, err := l.VerifyWith(ctx, audit.VerifyOptions{Checkpoints: key})
+	if err != nil || !rep.OK() || rep.Redacted != 2 || rep.SignedThrough != 5 || rep.Tail.After != 0 {
+		t.Fatalf("verify after a purge: %+v, %v", rep, err)
+	}
+	// Nothing to purge: no record, no checkpoint.
+	if n, err := l.Purge(ctx, now); err != nil || n != 0 {
+		t.Fatalf("second Purge: %d, %v", n, err)
+	}
+	mustVerify(t, l, 6)
+}
+
+func kinds(recs []audit.Record) []audit.Kind {
+	out := make([]audit.Kind, len(recs))
+	for i, r := range recs {
+		out[i] = r.Kind
+	}
+	return out
 }

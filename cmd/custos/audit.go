@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,9 +18,7 @@ import (
 	"github.com/go-jose/go-jose/v4"
 	"github.com/spf13/cobra"
 
-	"github.com/custos-runtime/custos/arsia/sig"
 	"github.com/custos-runtime/custos/audit"
-	"github.com/custos-runtime/custos/gateway"
 	"github.com/custos-runtime/custos/internal/limits"
 	"github.com/custos-runtime/custos/store"
 	"github.com/custos-runtime/custos/store/pgaudit"
@@ -181,45 +180,65 @@ func (e *auditEnv) open(ctx context.Context, read bool) (*audit.Log, string, err
 func (e *auditEnv) verifyCommand() *cobra.Command {
 	var (
 		file       string
+		bundle     string
 		anchors    []string
 		saveAnchor string
 		partial    bool
 		asJSON     bool
 		keysFile   string
+		headFile   string
+		strict     bool
 	)
 	cmd := &cobra.Command{
 		Use:   "verify",
-		Short: "Check the audit log's hash chain, or an exported JSON-lines file",
+		Short: "Check the audit log's hash chain, its signed checkpoints and its tail, or an export or bundle",
 		Long: `Walk the whole chain and check every record: its hash, its link to the
-previous record and its seq. Prints a one-line summary, or the first problem
-(altered, removed, reordered or inserted record, with its seq) and exits 1.
+previous record and its seq, and every signed checkpoint (with --keys: its
+signature). Prints a one-line summary and what can be said about the end of
+the chain (the tail), or the first problem (altered, removed, reordered,
+inserted or truncated record, or a bad checkpoint, with its seq) and exits 1.
 
-The chain alone cannot show that records were cut off its end. Save an
-anchor (the last seq and hash) outside the log with --save-anchor after a
-successful check, and pass it to the next check with --anchor: a truncated
-or rewritten chain no longer holds it. --anchor may be repeated; the same
-file may be given to --anchor and --save-anchor.
+Truncation. custos serve copies every checkpoint it signs to
+audit.head.json in its data directory; verify reads that head file (or
+--head FILE) and fails when the chain no longer holds the checkpoint it
+copies ("truncated": proven). Without it, the tail is judged: a chain that
+ends with a clean-stop checkpoint is complete as far as the gateway knows;
+records left without the checkpoint the gateway promised (it signs one
+every 10 minutes) are a suspected truncation or a crash: a warning on
+standard error, exit 0, or exit 1 with --strict. A chain cut right after a
+checkpoint, with the head file gone too, cannot be detected. An anchor
+saved outside the machine (--save-anchor, --anchor) catches truncation too.
 
 --file verifies an export (custos audit export) offline instead of the log;
 "-" reads standard input. An export that does not start at seq 1 is checked
 as a partial chain: its first record's link is taken as given. --partial
 also accepts an export cut at its end (export --to), which may end with a
-redacted record.`,
+redacted record.
+
+--bundle verifies a bundle (custos audit export --bundle) offline: no data
+directory, no network; its checkpoints are checked with the bundle's own
+JWKS, or with --keys (the gateway's published JWKS) when given.`,
 		Args: argsExactly(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if file != "" && (cmd.Flags().Changed("log") || cmd.Flags().Changed("data")) {
-				return usageError{errors.New("--file verifies an export: --log and --data do not apply")}
-			}
-			if partial && file == "" {
+			local := cmd.Flags().Changed("log") || cmd.Flags().Changed("data")
+			switch {
+			case file != "" && bundle != "":
+				return usageError{errors.New("--file and --bundle: give one")}
+			case (file != "" || bundle != "") && local:
+				return usageError{errors.New("--file and --bundle verify a file: --log and --data do not apply")}
+			case partial && file == "":
 				return usageError{errors.New("--partial applies only to --file")}
 			}
-			var opts audit.VerifyOptions
+			var (
+				opts audit.VerifyOptions
+				set  jose.JSONWebKeySet
+			)
 			if keysFile != "" {
-				keys, err := readCheckpointKeys(keysFile)
-				if err != nil {
+				var err error
+				if set, err = readKeySet(keysFile); err != nil {
 					return err
 				}
-				opts.Checkpoints = keys
+				opts.Checkpoints = keysVerifier(set)
 			}
 			for _, name := range anchors {
 				a, err := readAnchor(name)
@@ -228,14 +247,34 @@ redacted record.`,
 				}
 				opts.Anchors = append(opts.Anchors, a)
 			}
+			if headFile == "" && file == "" && bundle == "" {
+				dir, err := e.stateDir()
+				if err != nil {
+					return err
+				}
+				if dir != "" {
+					headFile = existing(filepath.Join(dir, auditHeadFile))
+				}
+			}
+			if headFile != "" {
+				h, err := readHead(headFile, opts.Checkpoints)
+				if err != nil {
+					return err
+				}
+				opts.Heads = append(opts.Heads, h)
+			}
 			var (
 				rep  audit.Report
 				what string
 				err  error
 			)
-			if file != "" {
+			switch {
+			case bundle != "":
+				rep, what, set, err = verifyBundle(bundle, &opts, set)
+			case file != "":
 				rep, what, err = verifyExport(cmd, file, &opts, partial)
-			} else {
+			default:
+				opts.Now = time.Now()
 				rep, what, err = e.verifyLog(cmd.Context(), opts)
 			}
 			if err != nil {
@@ -270,48 +309,63 @@ redacted record.`,
 			}
 			if !asJSON {
 				fmt.Fprintln(w, verifySummary(what, rep, opts))
+				if rep.Tail != nil && rep.Records > 0 {
+					fmt.Fprintf(w, "tail: %s\n", rep.Tail.Detail)
+					if n := rep.Tail.UncleanStarts; n > 0 {
+						fmt.Fprintf(w, "the gateway started %d %s without a clean stop before (a crash or a kill, or another replica was running)\n",
+							n, plural(n, "time", "times"))
+					}
+				}
+				if len(set.Keys) > 0 {
+					fmt.Fprintf(w, "checkpoint keys: %s\n", thumbprints(set))
+				}
 				if saveAnchor != "" {
 					fmt.Fprintf(w, "anchor seq %d saved to %s\n", rep.LastSeq, saveAnchor)
 				}
+			}
+			if rep.Tail.Suspect() {
+				if strict {
+					return fmt.Errorf("%s: the tail may be truncated (--strict): %s", what, rep.Tail.Detail)
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "custos: warning: %s: the tail may be truncated, or the gateway crashed: %s\n", what, rep.Tail.Detail)
 			}
 			return nil
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&file, "file", "", "verify this exported JSON-lines file (\"-\": standard input) instead of the log")
+	f.StringVar(&bundle, "bundle", "", "verify this bundle (custos audit export --bundle) offline instead of the log")
 	f.StringArrayVar(&anchors, "anchor", nil, "an anchor file saved by --save-anchor that the chain must still hold (repeatable)")
 	f.StringVar(&saveAnchor, "save-anchor", "", "after a successful check, save the last seq and hash to this file (mode 0600)")
 	f.BoolVar(&partial, "partial", false, "with --file: accept an export cut at either end")
 	f.BoolVar(&asJSON, "json", false, "print the verification report as JSON")
 	f.StringVar(&keysFile, "keys", "", "check the signed checkpoints with these keys: the gateway's JWKS (/.well-known/arsia/jwks.json) or key file")
+	f.StringVar(&headFile, "head", "", "a copy of the gateway's last checkpoint the chain must hold (default: audit.head.json beside the log)")
+	f.BoolVar(&strict, "strict", false, "exit 1 when the tail is suspect (records without the promised checkpoint), not only warn")
 	return cmd
 }
 
-// readCheckpointKeys reads the keys the gateway signs checkpoints with: a
-// JWK Set, or one JWK (the gateway's key file: only its public part is
-// used).
-func readCheckpointKeys(name string) (audit.CheckpointVerifier, error) {
+// verifyBundle verifies a bundle file; set, when not empty, is the keys
+// to use instead of the bundle's JWKS. It returns the keys it used.
+func verifyBundle(name string, opts *audit.VerifyOptions, set jose.JSONWebKeySet) (audit.Report, string, jose.JSONWebKeySet, error) {
 	f, err := os.Open(name)
 	if err != nil {
-		return nil, err
+		return audit.Report{}, "", set, err
 	}
 	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxKeysSize+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(data) > maxKeysSize {
-		return nil, fmt.Errorf("%s is larger than %d bytes", name, maxKeysSize)
-	}
-	var set jose.JSONWebKeySet
-	if err := json.Unmarshal(data, &set); err != nil || len(set.Keys) == 0 {
-		var k jose.JSONWebKey
-		if err := json.Unmarshal(data, &k); err != nil || k.KeyID == "" {
-			return nil, fmt.Errorf("%s: neither a JWK Set nor a JWK with a kid", name)
+	keys := func(jwks []byte) (audit.CheckpointVerifier, error) {
+		s, err := parseKeySet(jwks, false)
+		if err != nil {
+			return nil, err
 		}
-		set.Keys = []jose.JSONWebKey{k.Public()}
+		set = s
+		return keysVerifier(s), nil
 	}
-	return gateway.CheckpointKeys{Keys: sig.NewStaticJWKS(set)}, nil
+	_, rep, err := audit.VerifyBundle(f, keys, *opts)
+	if err != nil {
+		return rep, "", set, fmt.Errorf("%s: %w", name, err)
+	}
+	return rep, "audit bundle " + name, set, nil
 }
 
 // maxKeysSize caps a --keys file.
@@ -469,32 +523,87 @@ func (e *auditEnv) exportCommand() *cobra.Command {
 	var (
 		from, to uint64
 		out      string
+		bundle   bool
+		keysFile string
 	)
 	cmd := &cobra.Command{
 		Use:   "export",
-		Short: "Write the audit log's records as JSON lines",
+		Short: "Write the audit log's records as JSON lines, or a bundle a third party verifies offline",
 		Long: `Write the records with --from <= seq <= --to (default: all) as JSON lines,
 one record's stored canonical JSON (hash included) per line, in seq order,
 to standard output or to --out (created with mode 0600, replaced atomically).
-
 Export does not verify the chain: run "custos audit verify --file" on the
-output, anywhere, to check it.`,
+output, anywhere, to check it.
+
+--bundle writes a bundle instead: a manifest line (record and checkpoint
+counts, the head hash, the export time and the gateway's JWK Set: public
+keys only), then the whole chain. The chain is verified first, with those
+keys and the head file beside the log, and a chain that does not verify is
+not exported. "custos audit verify --bundle FILE" checks it with nothing
+else: no data directory, no network. The keys are the gateway's key file
+in the data directory (only its public part is written), or --keys (a
+JWKS or key file).`,
 		Args: argsExactly(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if to != 0 && to < max(from, 1) {
 				return usageError{fmt.Errorf("--to %d is before --from %d", to, from)}
 			}
+			if bundle && (cmd.Flags().Changed("from") || cmd.Flags().Changed("to")) {
+				return usageError{errors.New("--bundle holds the whole chain: --from and --to do not apply")}
+			}
+			if keysFile != "" && !bundle {
+				return usageError{errors.New("--keys applies only to --bundle")}
+			}
 			ctx := cmd.Context()
+			var (
+				opts audit.VerifyOptions
+				jwks []byte
+			)
+			if bundle {
+				dir, err := e.stateDir()
+				if err != nil {
+					return err
+				}
+				if keysFile == "" && dir != "" {
+					keysFile = existing(filepath.Join(dir, gatewayKeyName))
+				}
+				if keysFile == "" {
+					return fmt.Errorf("a bundle carries the gateway's public keys: no %s beside the log; give --keys (the gateway's JWKS or key file)", gatewayKeyName)
+				}
+				set, err := readKeySet(keysFile)
+				if err != nil {
+					return err
+				}
+				if jwks, err = json.Marshal(set); err != nil {
+					return err
+				}
+				opts.Checkpoints = keysVerifier(set)
+				if h := existing(filepath.Join(dir, auditHeadFile)); dir != "" && h != "" {
+					head, err := readHead(h, opts.Checkpoints)
+					if err != nil {
+						return err
+					}
+					opts.Heads = []audit.Head{head}
+				}
+			}
 			l, path, err := e.open(ctx, true)
 			if err != nil {
 				return err
 			}
 			defer l.Close()
-			var n int
+			var (
+				n int
+				m audit.Manifest
+			)
 			export := func(w io.Writer) error {
 				bw := bufio.NewWriterSize(w, 64<<10)
 				var err error
-				if n, err = l.Export(ctx, bw, from, to); err != nil {
+				if bundle {
+					if m, _, err = l.ExportBundle(ctx, bw, jwks, opts); err != nil {
+						return fmt.Errorf("%s: %w", path, err)
+					}
+					n = m.Records
+				} else if n, err = l.Export(ctx, bw, from, to); err != nil {
 					return fmt.Errorf("%s: %w", path, err)
 				}
 				return bw.Flush()
@@ -505,6 +614,11 @@ output, anywhere, to check it.`,
 			if err := writeFileAtomic(out, export); err != nil {
 				return err
 			}
+			if bundle {
+				fmt.Fprintf(cmd.OutOrStdout(), "exported a bundle of %d %s (%d signed %s, head %s) from %s to %s\n", n, plural(n, "record", "records"),
+					m.Checkpoints, plural(m.Checkpoints, "checkpoint", "checkpoints"), m.Head, path, out)
+				return nil
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "exported %d %s from %s to %s\n", n, plural(n, "record", "records"), path, out)
 			return nil
 		},
@@ -513,26 +627,60 @@ output, anywhere, to check it.`,
 	f.Uint64Var(&from, "from", 1, "first seq to export")
 	f.Uint64Var(&to, "to", 0, "last seq to export (0: up to the last record)")
 	f.StringVar(&out, "out", "", "write to this file instead of standard output")
+	f.BoolVar(&bundle, "bundle", false, "write a bundle (manifest, the whole chain, the gateway's public keys) for offline verification")
+	f.StringVar(&keysFile, "keys", "", "with --bundle: the gateway's JWKS or key file (default: the key file beside the log)")
 	return cmd
 }
 
 func (e *auditEnv) purgeCommand() *cobra.Command {
+	var keyFile string
 	cmd := &cobra.Command{
 		Use:   "purge",
 		Short: "Redact the records whose retention period has passed",
 		Long: `Redact every record whose retain_until is before now: it keeps seq, time,
 kind, retain_until, prev and hash, and loses everything else. Records are
 never deleted, so the chain still verifies. Each purge appends a purge
-record saying what it redacted. Run it periodically (for instance from
+record saying what it redacted, then a checkpoint signed with the
+gateway's key (the key file beside the log, or --key), so the purge is
+vouched for at once; for a SQLite log the checkpoint is also copied to
+the head file beside it (audit.head.json, see custos audit verify), and a
+log that no longer holds the head file's checkpoint is not purged. Without
+a key the purge is done and says it is not checkpointed: the gateway's
+next checkpoint vouches for it. Run it periodically (for instance from
 cron).`,
 		Args: argsExactly(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			l, path, err := e.open(ctx, false)
+			dir, err := e.stateDir()
 			if err != nil {
 				return err
 			}
-			defer l.Close()
+			if keyFile == "" && dir != "" {
+				keyFile = existing(filepath.Join(dir, gatewayKeyName))
+			}
+			var signer audit.CheckpointSigner
+			if keyFile != "" {
+				var err error
+				if signer, err = readSigningKey(keyFile); err != nil {
+					return err
+				}
+			}
+			b, path, err := e.open(ctx, false)
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			o := &audit.Options{Signer: signer}
+			if dir != "" && signer != nil {
+				// The purge checkpoint goes to the head file beside the
+				// log, which must still match the chain.
+				head, err := openAuditHead(ctx, dir, b.Backend(), slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil)))
+				if err != nil {
+					return err
+				}
+				o.OnCheckpoint = head.Write
+			}
+			l := audit.New(b.Backend(), o)
 			n, err := l.Purge(ctx, time.Now())
 			if err != nil {
 				return fmt.Errorf("%s: %w", path, err)
@@ -541,10 +689,15 @@ cron).`,
 				fmt.Fprintf(cmd.OutOrStdout(), "%s: nothing to purge (no record is past its retain_until)\n", path)
 				return nil
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s: redacted %d %s\n", path, n, plural(n, "record", "records"))
+			note := ", checkpointed with " + keyFile
+			if signer == nil {
+				note = "; not checkpointed (no gateway key: --key names it); the gateway's next checkpoint vouches for the purge"
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: redacted %d %s%s\n", path, n, plural(n, "record", "records"), note)
 			return nil
 		},
 	}
+	cmd.Flags().StringVar(&keyFile, "key", "", "the gateway's private key file to sign the purge checkpoint with (default: the key file beside the log)")
 	return cmd
 }
 

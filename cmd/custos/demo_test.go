@@ -50,7 +50,7 @@ func TestDemoApprove(t *testing.T) {
 		if _, err := os.Stat(data); err != nil {
 			t.Fatal(err)
 		}
-		if v := mustCustos(t, "", "audit", "verify", "--data", line[1]); !strings.Contains(v, "OK: 6 records") {
+		if v := mustCustos(t, "", "audit", "verify", "--data", line[1]); !strings.Contains(v, "OK: 7 records") {
 			t.Errorf("audit verify: %s", v)
 		}
 	}

@@ -383,7 +383,7 @@ func TestDemo(t *testing.T) {
 	}
 	for _, want := range []string{"-> 200 response, signed by agent:demo.gateway", "-> 202 pending_approval",
 		"--approve: approved apr_", "called 0 times", "-> 200 response; the payments agent has been called 1 time(s)",
-		"approval_decision: approved by admin", "approval    payments.transfer", "checkpoint", "chain verified: 6 records"} {
+		"approval_decision: approved by admin", "approval    payments.transfer", "checkpoint", "chain verified: 7 records"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("demo output lacks %q:\n%s", want, out)
 		}
@@ -439,9 +439,10 @@ func TestServeApprovalExpires(t *testing.T) {
 	}
 }
 
-// custos serve signs a checkpoint of the audit chain when it stops (and
-// every checkpointEvery): custos audit verify --keys checks it against the
-// gateway's key, and without the key says what it did not check.
+// custos serve signs a checkpoint of the audit chain when it starts and
+// when it stops (and every checkpointEvery): custos audit verify --keys
+// checks them against the gateway's key, and without the key says what it
+// did not check.
 func TestServeSignsAuditCheckpoints(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
 	g := startGateway(t, dir, nil)
@@ -451,10 +452,11 @@ func TestServeSignsAuditCheckpoints(t *testing.T) {
 	g.stop()
 	key := filepath.Join(dir, "gateway.key.jwk.json")
 	out := mustCustos(t, "", "audit", "verify", "--log", dir, "--keys", key)
-	if !strings.Contains(out, "1 signed checkpoint, the last vouching for every record up to 2") {
+	if !strings.Contains(out, "2 signed checkpoints, the last vouching for every record up to 3") ||
+		!strings.Contains(out, "tail: the chain ends with a clean-stop checkpoint (record 4") {
 		t.Fatalf("verify with the gateway's key: %s", out)
 	}
-	if out := mustCustos(t, "", "audit", "verify", "--log", dir); !strings.Contains(out, "1 checkpoint not checked") {
+	if out := mustCustos(t, "", "audit", "verify", "--log", dir); !strings.Contains(out, "2 checkpoints not checked") {
 		t.Fatalf("verify without a key: %s", out)
 	}
 	// Another key does not vouch for it.
@@ -463,6 +465,16 @@ func TestServeSignsAuditCheckpoints(t *testing.T) {
 	files, _ := filepath.Glob(filepath.Join(other, "jwks.json"))
 	if len(files) != 1 {
 		t.Fatalf("keygen wrote %v", files)
+	}
+	// (The head file's copy of the last checkpoint is refused first.)
+	if code, _, errOut := custos(t, "", "audit", "verify", "--log", dir, "--keys", files[0]); code != 1 || !strings.Contains(errOut, "signature") {
+		t.Fatalf("verify with another key: exit %d, %s", code, errOut)
+	}
+	if code, _, errOut := custos(t, "", "audit", "verify", "--log", dir, "--head", key+".none", "--keys", files[0]); code != 1 || !strings.Contains(errOut, "no such file") {
+		t.Fatalf("verify with a missing head file: exit %d, %s", code, errOut)
+	}
+	if err := os.Rename(filepath.Join(dir, "audit.head.json"), filepath.Join(dir, "head.moved")); err != nil {
+		t.Fatal(err)
 	}
 	if code, _, errOut := custos(t, "", "audit", "verify", "--log", dir, "--keys", files[0]); code != 1 || !strings.Contains(errOut, "bad_checkpoint") {
 		t.Fatalf("verify with another key: exit %d, %s", code, errOut)
