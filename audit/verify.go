@@ -508,7 +508,7 @@ func (v *Verifier) finishTail(rep *Report) {
 			"the chain cannot tell%s", t.LastCheckpoint, t.Time, unchecked)
 	case !v.anyCheckpoint:
 		t.Status = TailUnvouched
-		t.Detail = fmt.Sprintf("no checkpoint: nothing in the chain is signed, and records cut off its end cannot be detected without an anchor")
+		t.Detail = "no checkpoint: nothing in the chain is signed, and records cut off its end cannot be detected without an anchor"
 	case v.promise == 0:
 		t.Status = TailUnvouched
 		t.Detail = fmt.Sprintf("%d %s after the last checkpoint (record %d, %s), which promises no next one: they are not vouched for%s",
