@@ -347,6 +347,23 @@ func UnmarshalVote(b []byte) (Vote, error) {
 	return v, nil
 }
 
+// DecodeStoredVote is a vote as a durable store keeps it: the vote
+// (MarshalVote), the fingerprint of the decision that cast it and its
+// approval.activity event (nil for the vote that resolved the request).
+func DecodeStoredVote(vote []byte, fingerprint string, event []byte) (StoredVote, error) {
+	v, err := UnmarshalVote(vote)
+	if err != nil {
+		return StoredVote{}, err
+	}
+	sv := StoredVote{Vote: v, Fingerprint: fingerprint}
+	if event != nil {
+		if sv.Event, err = Parse(event); err != nil {
+			return StoredVote{}, fmt.Errorf("stored vote event: %w", err)
+		}
+	}
+	return sv, nil
+}
+
 // maxVoteAttempts bounds how often Decide reads the votes again after
 // other votes raced it: each retry means another reviewer's vote was
 // recorded, and a request has at most a few reviewers.

@@ -441,19 +441,7 @@ func (s *Store) Votes(ctx context.Context, id string) ([]aais.StoredVote, error)
 	return out, nil
 }
 
-func storedVote(v vote) (aais.StoredVote, error) {
-	vv, err := aais.UnmarshalVote(v.json)
-	if err != nil {
-		return aais.StoredVote{}, err
-	}
-	sv := aais.StoredVote{Vote: vv, Fingerprint: v.fp}
-	if v.event != nil {
-		if sv.Event, err = aais.Parse(v.event); err != nil {
-			return aais.StoredVote{}, err
-		}
-	}
-	return sv, nil
-}
+func storedVote(v vote) (aais.StoredVote, error) { return aais.DecodeStoredVote(v.json, v.fp, v.event) }
 
 // RecordVote implements aais.VoteStore.
 func (s *Store) RecordVote(ctx context.Context, rec aais.VoteRecord) (aais.VoteResult, error) {

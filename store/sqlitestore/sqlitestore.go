@@ -801,15 +801,9 @@ func (s *Store) Votes(ctx context.Context, id string) ([]aais.StoredVote, error)
 	}
 	out := make([]aais.StoredVote, 0, len(rows))
 	for _, r := range rows {
-		v, err := aais.UnmarshalVote(r.vote)
+		sv, err := aais.DecodeStoredVote(r.vote, r.fp, r.event)
 		if err != nil {
 			return nil, fmt.Errorf("sqlitestore: %w", err)
-		}
-		sv := aais.StoredVote{Vote: v, Fingerprint: r.fp}
-		if r.event != nil {
-			if sv.Event, err = aais.Parse(r.event); err != nil {
-				return nil, fmt.Errorf("sqlitestore: stored vote event: %w", err)
-			}
 		}
 		out = append(out, sv)
 	}
