@@ -482,17 +482,9 @@ func plural(n int, one, many string) string {
 
 // readAnchor reads an anchor file written by verify --save-anchor.
 func readAnchor(name string) (audit.Anchor, error) {
-	f, err := os.Open(name)
+	data, err := readFileMax(name, maxAnchorSize, "an anchor file")
 	if err != nil {
 		return audit.Anchor{}, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxAnchorSize+1))
-	if err != nil {
-		return audit.Anchor{}, fmt.Errorf("reading %s: %w", name, err)
-	}
-	if len(data) > maxAnchorSize {
-		return audit.Anchor{}, fmt.Errorf("%s: not an anchor file (larger than %d bytes)", name, maxAnchorSize)
 	}
 	var a audit.Anchor
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -727,4 +719,22 @@ func writeFileAtomic(name string, write func(io.Writer) error) (err error) {
 		return err
 	}
 	return os.Rename(tmp.Name(), name)
+}
+
+// readFileMax reads the file name, refusing one larger than max bytes:
+// what, as "an anchor file", says what it should have been.
+func readFileMax(name string, max int64, what string) ([]byte, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", name, err)
+	}
+	if int64(len(data)) > max {
+		return nil, fmt.Errorf("%s: not %s (larger than %d bytes)", name, what, max)
+	}
+	return data, nil
 }

@@ -105,17 +105,9 @@ func (h *auditHead) Write(rec audit.Record) {
 
 // readHeadRecord reads a head file: one checkpoint record.
 func readHeadRecord(name string) (audit.Record, error) {
-	f, err := os.Open(name)
+	data, err := readFileMax(name, maxHeadSize, "an audit head file")
 	if err != nil {
 		return audit.Record{}, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxHeadSize+1))
-	if err != nil {
-		return audit.Record{}, fmt.Errorf("reading %s: %w", name, err)
-	}
-	if len(data) > maxHeadSize {
-		return audit.Record{}, fmt.Errorf("%s: not an audit head file (larger than a record)", name)
 	}
 	rec, err := audit.ParseRecord(bytes.TrimSpace(data))
 	if err != nil {
@@ -141,17 +133,9 @@ func readHead(name string, ckv audit.CheckpointVerifier) (audit.Head, error) {
 // its public part is kept). A private key in a set is refused: a set is
 // published.
 func readKeySet(name string) (jose.JSONWebKeySet, error) {
-	f, err := os.Open(name)
+	data, err := readFileMax(name, maxKeysSize, "a key set")
 	if err != nil {
 		return jose.JSONWebKeySet{}, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxKeysSize+1))
-	if err != nil {
-		return jose.JSONWebKeySet{}, err
-	}
-	if len(data) > maxKeysSize {
-		return jose.JSONWebKeySet{}, fmt.Errorf("%s is larger than %d bytes", name, maxKeysSize)
 	}
 	set, err := parseKeySet(data, true)
 	if err != nil {
