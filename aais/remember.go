@@ -176,6 +176,27 @@ func profileWords(profile string) string {
 	return " under profile " + profile
 }
 
+// Choice is the remembered approval of scope to offer, bound by base
+// (Offer): its label says what it allows, then the limits (the rule's
+// longest life, that the policy adds constraints); a label over AAIS's 200
+// characters becomes short instead.
+func (l RememberLimits) Choice(scope Scope, label, short string, base Constraints) (Choice, error) {
+	if l.MaxAge > 0 {
+		label += " (at most " + l.MaxAge.String() + ")"
+	}
+	if len(l.Required) > 0 {
+		label += ", within the policy's limits"
+	}
+	if len(label) > 200 {
+		label = short
+	}
+	c, err := l.Offer(base)
+	if err != nil {
+		return Choice{}, err
+	}
+	return Choice{Decision: Approve, Scope: scope, Label: label, ScopeConstraints: c}, nil
+}
+
 // Offer returns the constraints of a choice to offer: base (what the
 // caller binds the choice to, such as the action name) with the required
 // constraints of limits added. A required key base also sets with a

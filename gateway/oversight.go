@@ -98,20 +98,11 @@ func (g *Gateway) rememberChoices(capability, sender, profile string) ([]aais.Ch
 			base[aais.ConstraintOriginSession] = from
 			label = "Always allow " + capability + " from this agent, until revoked"
 		}
-		if entry.MaxAge > 0 {
-			label += " (at most " + entry.MaxAge.String() + ")"
-		}
-		if len(entry.Constraints) > 0 {
-			label += ", within the policy's limits"
-		}
-		if len(label) > 200 {
-			label = "Remember this approval (" + string(scope) + ")"
-		}
-		c, err := lim.Offer(base)
+		c, err := lim.Choice(scope, label, "Remember this approval ("+string(scope)+")", base)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, aais.Choice{Decision: aais.Approve, Scope: scope, Label: label, ScopeConstraints: c})
+		out = append(out, c)
 	}
 	return out, nil
 }

@@ -649,20 +649,11 @@ func (p *Proxy) newRequest(session string, rule *Rule, name string, raw json.Raw
 				base[aais.ConstraintOriginHarness] = harness
 				label = "Always allow " + name + " under this policy rule, until revoked"
 			}
-			if rr.MaxAge > 0 {
-				label += " (at most " + rr.MaxAge.String() + ")"
-			}
-			if len(rr.Constraints) > 0 {
-				label += ", within the policy's limits"
-			}
-			if len(label) > 200 {
-				label = "Remember this approval of the tool (" + string(scope) + ")"
-			}
-			c, err := lim.Offer(base)
+			c, err := lim.Choice(scope, label, "Remember this approval of the tool ("+string(scope)+")", base)
 			if err != nil {
 				return nil, err
 			}
-			choices = append(choices, aais.Choice{Decision: aais.Approve, Scope: scope, Label: label, ScopeConstraints: c})
+			choices = append(choices, c)
 		}
 	}
 	var ext aais.Extensions
