@@ -336,7 +336,9 @@ func (a *Approvals) Edit(ctx context.Context, id string, arguments json.RawMessa
 	return message(ans.Created, "the edited request", aais.TypeRequested)
 }
 
-// HistoryEntry is one resolution of GET /approvals/history.
+// HistoryEntry is one resolution of GET /approvals/history: the wire
+// shape of httpapi.HistoryEntry, kept here so that the client does not
+// import the server.
 type HistoryEntry struct {
 	RequestID      string       `json:"request_id"`
 	ActionKind     string       `json:"action_kind,omitempty"`
@@ -352,7 +354,9 @@ type HistoryEntry struct {
 	Actor         *aais.Actor `json:"actor,omitempty"`
 	Justification string      `json:"justification,omitempty"`
 	RuleID        string      `json:"rule_id,omitempty"`
-	SupersededBy  string      `json:"superseded_by,omitempty"`
+	// Because says why the rule approved it.
+	Because      []string `json:"because,omitempty"`
+	SupersededBy string   `json:"superseded_by,omitempty"`
 }
 
 // History returns the latest resolutions, newest first (limit 1-200; 0
