@@ -4,10 +4,9 @@ import (
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/go-jose/go-jose/v4"
@@ -57,7 +56,7 @@ func (g *Gateway) decrypt(ctx context.Context, a *admission) (context.Context, *
 	if g.o.Decryption == nil {
 		return ctx, refuse("encryption_not_supported", "This gateway publishes no encryption key; send the payload unencrypted.")
 	}
-	if !decryptAllowed(a.verified.EncAlg) {
+	if !slices.Contains(decryptAlgorithms, a.verified.EncAlg) {
 		return ctx, refuse("enc_alg_not_allowed", "security.enc_alg "+quoteText(a.verified.EncAlg)+" is not accepted; use "+sig.ECDHES+".")
 	}
 	if a.verified.EncMethod != sig.A256GCM {
@@ -83,21 +82,11 @@ func (g *Gateway) decrypt(ctx context.Context, a *admission) (context.Context, *
 		// to another key under this key's kid: AES-GCM cannot tell.
 		return ctx, refuse("jwe_decryption_failed", "The encrypted payload could not be decrypted: it is malformed, altered, or encrypted to another key.")
 	}
-	if c, err := jcs.CanonicalizeValue(plain); err == nil {
-		sum := sha256.Sum256(c)
-		a.rec.Details["plaintext_hash"] = "sha256:" + hex.EncodeToString(sum[:])
+	if h, err := jcs.DigestValue(plain); err == nil {
+		a.rec.Details["plaintext_hash"] = h
 	}
 	a.env = decrypted(a.env, plain)
 	return withReplyKey(ctx, replyKey), nil
-}
-
-func decryptAllowed(alg string) bool {
-	for _, a := range decryptAlgorithms {
-		if a == alg {
-			return true
-		}
-	}
-	return false
 }
 
 // decrypted is env with its payload the decrypted object and its security
