@@ -50,13 +50,13 @@ func (g *Gateway) authorize(ctx context.Context, a *admission, who *requestInfo)
 		// The trace of the inbound traceparent.
 		call.TraceID = traceOf(ctx)
 	}
-	if trust := g.policy().Trust; trust != nil {
+	if trust := a.pol.Trust; trust != nil {
 		if e := trust.Check(actx, TrustQuery{Sender: a.from, KID: a.kid, Capability: call.Capability, Profile: a.rec.Profile}); e != nil {
 			return nil, e
 		}
 	}
 	requested := stringsOf(a.env["capabilities"])
-	scope := g.policy().Grants[a.from]
+	scope := a.pol.Grants[a.from]
 	if g.o.Authorizer != nil {
 		in := a.in
 		grant, e := g.o.Authorizer.Authorize(actx, AuthzQuery{Sender: a.from, Recipient: g.o.Agent, Capabilities: requested,
@@ -79,7 +79,7 @@ func (g *Gateway) authorize(ctx context.Context, a *admission, who *requestInfo)
 	if len(effective) < len(requested) {
 		au.downgraded = effective
 	}
-	h, ok := g.policy().Handlers[call.Capability]
+	h, ok := a.pol.Handlers[call.Capability]
 	if !ok {
 		return nil, &arsia.Error{Code: arsia.CodeNotFound, Description: "No handler serves " + quoteText(call.Capability) + "."}
 	}

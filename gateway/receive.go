@@ -136,6 +136,9 @@ type admission struct {
 	comp compliance.Effective
 	// stages times the steps.
 	stages *stageClock
+	// pol is the policy in force when the request arrived (trust, grants,
+	// handlers): the one every step of it uses.
+	pol *Policy
 }
 
 // identify is steps 1 and 2: the body decodes as an envelope with a valid
@@ -165,8 +168,11 @@ func (g *Gateway) identify(ctx context.Context, in Inbound, start time.Time, who
 		g.metrics.inc("custos_unauthenticated_total", "malformed")
 		return ctx, nil, Reply{Status: 400, Problem: asc.Errorf(asc.InvalidRequest, asc.ScopeTask, "The envelope names no valid sender.")}
 	}
+	// One policy for the whole request, whatever a reload does meanwhile:
+	// the keys that verified it are those its grants and handler come from.
+	pol := g.policy()
 	stages := &stageClock{g: g, ctx: ctx}
-	v, err := sig.Verify(stages.next(stageVerify), env, g.policy().Keys, sig.VerifyOptions{Algorithms: g.o.Algorithms, Now: g.o.Now})
+	v, err := sig.Verify(stages.next(stageVerify), env, pol.Keys, sig.VerifyOptions{Algorithms: g.o.Algorithms, Now: g.o.Now})
 	stages.done()
 	if err != nil {
 		return ctx, nil, g.unauthenticated(ctx, who, err)
@@ -188,7 +194,7 @@ func (g *Gateway) identify(ctx context.Context, in Inbound, start time.Time, who
 		rep.RetryAfter = wait
 		return ctx, nil, rep
 	}
-	a := &admission{in: in, now: now, env: v.Envelope, verified: v, from: from, msgID: msgID, kid: v.KeyID, stages: stages,
+	a := &admission{in: in, now: now, env: v.Envelope, verified: v, from: from, msgID: msgID, kid: v.KeyID, stages: stages, pol: pol,
 		// The message id is bounded here: validation, which bounds it,
 		// comes after freshness.
 		rec: audit.Received(audit.Subject{MessageID: cut(msgID, maxLogged), Sender: from, Recipient: g.o.Agent, TraceID: traceOf(ctx)})}
