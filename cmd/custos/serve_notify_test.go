@@ -59,29 +59,7 @@ func TestServeNotifiesSlackAndTakesTheDecision(t *testing.T) {
 	if len(posts) != 1 {
 		t.Fatalf("chat.postMessage calls: %v\n%s", posts, g.log.String())
 	}
-	value := regexp.MustCompile(`"action_id":"custos_approve"[^}]*"value":"([^"]+)"`).FindStringSubmatch(posts[0])
-	if value == nil {
-		value = regexp.MustCompile(`"value":"(apr_[^"]+)"`).FindStringSubmatch(posts[0])
-	}
-	if value == nil {
-		t.Fatalf("no approve button: %s", posts[0])
-	}
-	payload, _ := json.Marshal(map[string]any{"type": "block_actions", "user": map[string]any{"id": "UALICE"},
-		"channel": map[string]any{"id": "C0PS"}, "actions": []map[string]any{{"action_id": "custos_approve", "value": value[1]}}})
-	body := "payload=" + url.QueryEscape(string(payload))
-	post := func(secret string) int {
-		req, _ := http.NewRequestWithContext(t.Context(), "POST", g.url+"/notify/slack/ops/interactions", strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		ts := strconv.FormatInt(time.Now().Unix(), 10)
-		req.Header.Set(notify.HeaderSlackTimestamp, ts)
-		req.Header.Set(notify.HeaderSlackSignature, notify.SlackSignature(secret, ts, []byte(body)))
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		return resp.StatusCode
-	}
+	post := func(secret string) int { return slackApproveClick(t, g, posts[0], "UALICE", secret) }
 	if code := post("not-the-signing-secret"); code != 401 {
 		t.Fatalf("a forged click: %d", code)
 	}
@@ -97,4 +75,32 @@ func TestServeNotifiesSlackAndTakesTheDecision(t *testing.T) {
 	if ups := of("chat.update"); len(ups) != 1 || !strings.Contains(ups[0], "(via slack/ops)") {
 		t.Fatalf("chat.update: %v", ups)
 	}
+}
+
+// slackApproveClick clicks Approve on the Slack message posted (the
+// chat.postMessage body) as the Slack user, posting the interaction to
+// the ops channel's endpoint signed with secret; it returns the status.
+func slackApproveClick(t *testing.T, g *gatewayUnderTest, posted, user, secret string) int {
+	t.Helper()
+	value := regexp.MustCompile(`"action_id":"custos_approve"[^}]*"value":"([^"]+)"`).FindStringSubmatch(posted)
+	if value == nil {
+		value = regexp.MustCompile(`"value":"(apr_[^"]+)"`).FindStringSubmatch(posted)
+	}
+	if value == nil {
+		t.Fatalf("no approve button: %s", posted)
+	}
+	payload, _ := json.Marshal(map[string]any{"type": "block_actions", "user": map[string]any{"id": user},
+		"channel": map[string]any{"id": "C0PS"}, "actions": []map[string]any{{"action_id": "custos_approve", "value": value[1]}}})
+	body := "payload=" + url.QueryEscape(string(payload))
+	req, _ := http.NewRequestWithContext(t.Context(), "POST", g.url+"/notify/slack/ops/interactions", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	ts := strconv.FormatInt(time.Now().Unix(), 10)
+	req.Header.Set(notify.HeaderSlackTimestamp, ts)
+	req.Header.Set(notify.HeaderSlackSignature, notify.SlackSignature(secret, ts, []byte(body)))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
 }

@@ -6,10 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"path/filepath"
-	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -94,30 +91,9 @@ func TestServeQuorumFromSlackAndTheInbox(t *testing.T) {
 	if len(posts) != 1 {
 		t.Fatalf("chat.postMessage calls: %v\n%s", posts, g.log.String())
 	}
-	value := regexp.MustCompile(`"action_id":"custos_approve"[^}]*"value":"([^"]+)"`).FindStringSubmatch(posts[0])
-	if value == nil {
-		value = regexp.MustCompile(`"value":"(apr_[^"]+)"`).FindStringSubmatch(posts[0])
-	}
-	if value == nil {
-		t.Fatalf("no approve button: %s", posts[0])
-	}
-
 	// Alice approves from Slack: counted, not yet enough.
-	payload, _ := json.Marshal(map[string]any{"type": "block_actions", "user": map[string]any{"id": "UALICE"},
-		"channel": map[string]any{"id": "C0PS"}, "actions": []map[string]any{{"action_id": "custos_approve", "value": value[1]}}})
-	body := "payload=" + url.QueryEscape(string(payload))
-	req, _ := http.NewRequestWithContext(t.Context(), "POST", g.url+"/notify/slack/ops/interactions", strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	ts := strconv.FormatInt(time.Now().Unix(), 10)
-	req.Header.Set(notify.HeaderSlackTimestamp, ts)
-	req.Header.Set(notify.HeaderSlackSignature, notify.SlackSignature("quorum-signing-secret", ts, []byte(body)))
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != 200 {
-		t.Fatalf("alice's click: %d\n%s", resp.StatusCode, g.log.String())
+	if code := slackApproveClick(t, g, posts[0], "UALICE", "quorum-signing-secret"); code != 200 {
+		t.Fatalf("alice's click: %d\n%s", code, g.log.String())
 	}
 	if tl := g.inboxTally(t, bobTok, r.ID); len(tl.Approvals) != 1 || tl.Approvals[0].Actor.ID != "alice" {
 		t.Fatalf("after the Slack approval the inbox shows %+v", tl)
