@@ -34,6 +34,10 @@ type InboxOptions struct {
 	// Metadata is the discovery document served at /.well-known/arsia and
 	// JWKS the gateway's public keys at /.well-known/arsia/jwks.json.
 	Metadata, JWKS json.RawMessage
+	// Discovery, when set, gives the discovery document at each request
+	// instead of Metadata: a gateway whose capabilities change on reload
+	// publishes the ones it serves now.
+	Discovery func() json.RawMessage
 	// PublicURL is the gateway's external base URL (the DPoP htu of the
 	// inbox is PublicURL + the request path); empty means the request's
 	// own scheme and Host.
@@ -138,7 +142,15 @@ func NewInbox(o InboxOptions) (http.Handler, error) {
 			_, _ = w.Write(body)
 		})
 	}
-	static("/.well-known/arsia", o.Metadata, "application/json")
+	if o.Discovery != nil {
+		mux.HandleFunc("GET /.well-known/arsia", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("Cache-Control", "max-age=300")
+			_, _ = w.Write(o.Discovery())
+		})
+	} else {
+		static("/.well-known/arsia", o.Metadata, "application/json")
+	}
 	static("/.well-known/arsia/jwks.json", o.JWKS, "application/jwk-set+json")
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	gather := prometheus.Gatherers{o.Gateway.Metrics()}

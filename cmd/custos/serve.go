@@ -9,11 +9,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-jose/go-jose/v4"
@@ -234,6 +237,8 @@ type server struct {
 	auth       *aais.Authority
 	gw         *gateway.Gateway
 	handlers   map[string]handler.Handler
+	// discovery is the document at /.well-known/arsia, rebuilt on reload.
+	discovery atomic.Pointer[json.RawMessage]
 	// headers are the handlers' headers as resolved when they were built
 	// (a file: secret may have been rotated since).
 	headers  map[string]http.Header
@@ -438,6 +443,26 @@ func (s *server) open(ctx context.Context, errOut io.Writer) error {
 	return s.openHTTP(ctx)
 }
 
+// setDiscovery builds the discovery document from the configuration and
+// the handlers in place now, their capabilities in a stable order; openHTTP
+// and every reload call it, so senders see what the gateway serves.
+func (s *server) setDiscovery() error {
+	ver, _, _ := buildVersion()
+	md, err := arsia.NewAgentMetadata(arsia.AgentMetadata{AgentID: s.cfg.Agent, Name: "Custos gateway", Version: ver,
+		Inbox: s.cfg.PublicURL + "/v1/arsia/inbox", JWKS: s.cfg.PublicURL + "/.well-known/arsia/jwks.json",
+		CapabilitiesSupported: slices.Sorted(maps.Keys(s.handlers)), MaxMessageBytes: s.cfg.MaxBody})
+	if err != nil {
+		return fmt.Errorf("discovery document: %w", err)
+	}
+	b, err := json.Marshal(md)
+	if err != nil {
+		return err
+	}
+	doc := json.RawMessage(b)
+	s.discovery.Store(&doc)
+	return nil
+}
+
 // openHTTP builds the HTTP surfaces: the inbox and discovery, the
 // reviewers' endpoints, the notification channels, and the server with
 // the transport limits in front of them all.
@@ -448,26 +473,14 @@ func (s *server) openHTTP(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var caps []string
-	for name := range s.handlers {
-		caps = append(caps, name)
-	}
-	ver, _, _ := buildVersion()
-	md, err := arsia.NewAgentMetadata(arsia.AgentMetadata{AgentID: cfg.Agent, Name: "Custos gateway", Version: ver,
-		Inbox: cfg.PublicURL + "/v1/arsia/inbox", JWKS: cfg.PublicURL + "/.well-known/arsia/jwks.json",
-		CapabilitiesSupported: caps, MaxMessageBytes: cfg.MaxBody})
-	if err != nil {
-		return fmt.Errorf("discovery document: %w", err)
-	}
-	mdJSON, err := json.Marshal(md)
-	if err != nil {
+	if err := s.setDiscovery(); err != nil {
 		return err
 	}
 	limits, err := newTransportLimits(cfg, logger)
 	if err != nil {
 		return err
 	}
-	inbox, err := httpapi.NewInbox(httpapi.InboxOptions{Gateway: gw, Logger: logger, MaxBody: cfg.MaxBody, Metadata: mdJSON, JWKS: jwks, PublicURL: cfg.PublicURL,
+	inbox, err := httpapi.NewInbox(httpapi.InboxOptions{Gateway: gw, Logger: logger, MaxBody: cfg.MaxBody, Discovery: func() json.RawMessage { return *s.discovery.Load() }, JWKS: jwks, PublicURL: cfg.PublicURL,
 		Ready: func(ctx context.Context) error { _, err := st.EventsAfter(ctx, aais.MaxSequence, 1); return err }, Limits: limits})
 	if err != nil {
 		return err

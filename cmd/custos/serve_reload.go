@@ -167,6 +167,9 @@ func (s *server) Reload(cfg config.Config, trigger string) (restart []string, er
 		}
 	}
 	s.cfg = next
+	if err := s.setDiscovery(); err != nil {
+		s.logger.Warn("rebuilding the discovery document; it keeps its old content", "err", err)
+	}
 	// custos approvals must know whether a reviewer policy applies now.
 	if err := writeGatewayMarker(context.Background(), next); err != nil {
 		s.logger.Warn("recording the reviewer policy for custos approvals", "err", err)

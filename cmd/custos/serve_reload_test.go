@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -490,5 +491,44 @@ func TestServeOnPortZeroPublishesItsPort(t *testing.T) {
 	}
 	if restart, err := s.Reload(cfg, "test"); err != nil || len(restart) != 0 {
 		t.Fatalf("reload of the same file: needs restart %v, %v", restart, err)
+	}
+}
+
+// The discovery document lists the capabilities the gateway serves now,
+// in a stable order: a handler added by a reload is published without a
+// restart.
+func TestServeDiscoveryFollowsReload(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "custos.yaml")
+	write := func(extra string) {
+		if err := os.WriteFile(path, []byte(reloadConfig(filepath.Join(dir, "data"), "http://127.0.0.1:9", nil, extra)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("")
+	s, _ := openReloadServer(t, path)
+	caps := func() []string {
+		resp, err := http.Get(s.URL() + "/.well-known/arsia")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var md struct {
+			Caps []string `json:"capabilities_supported"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&md); err != nil {
+			t.Fatal(err)
+		}
+		return md.Caps
+	}
+	if got := caps(); !slices.Equal(got, []string{"billing.invoice.create", "demo.echo"}) {
+		t.Fatalf("before the reload: %v", got)
+	}
+	write("  alpha.ping:\n    type: echo\n")
+	if _, err := s.ReloadFrom(func() (config.Config, error) { return loadServeConfig(path, nil, nil) }, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if got := caps(); !slices.Equal(got, []string{"alpha.ping", "billing.invoice.create", "demo.echo"}) {
+		t.Fatalf("after the reload: %v", got)
 	}
 }
