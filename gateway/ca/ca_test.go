@@ -58,11 +58,10 @@ func TestIssueVerifiesAgainstRoot(t *testing.T) {
 }
 
 func TestIssueRefusals(t *testing.T) {
-	c, err := Open(t.TempDir(), 0, 30*24*time.Hour)
-	if err == nil {
+	if _, err := Open(t.TempDir(), 0, 30*24*time.Hour); err == nil {
 		t.Fatal("default validity above max_validity accepted")
 	}
-	c, err = Open(t.TempDir(), 24*time.Hour, 30*24*time.Hour)
+	c, err := Open(t.TempDir(), 24*time.Hour, 30*24*time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
