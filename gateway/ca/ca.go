@@ -203,6 +203,15 @@ func (c *CA) Issue(_ context.Context, agentID string, pub ed25519.PublicKey, opt
 	if err != nil {
 		return Issued{}, err
 	}
-	chain := append(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), c.rootPEM...)
-	return Issued{Serial: serial.Text(16), AgentID: agentID, NotBefore: tmpl.NotBefore, NotAfter: tmpl.NotAfter, ChainPEM: chain}, nil
+	leaf, err := x509.ParseCertificate(der)
+	if err != nil {
+		return Issued{}, err
+	}
+	chain := append(pemOf(leaf), c.rootPEM...)
+	return Issued{Serial: Serial(serial), AgentID: agentID, NotBefore: tmpl.NotBefore, NotAfter: tmpl.NotAfter, ChainPEM: chain}, nil
+}
+
+// pemOf is cert's PEM encoding.
+func pemOf(cert *x509.Certificate) []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Raw})
 }
