@@ -15,17 +15,20 @@ import (
 	"github.com/custos-runtime/custos/aais"
 	"github.com/custos-runtime/custos/arsia/auth"
 	"github.com/custos-runtime/custos/audit"
+	"github.com/custos-runtime/custos/gateway/ca"
 	"github.com/custos-runtime/custos/gateway/exchange"
 	"github.com/custos-runtime/custos/internal/pgutil"
 	"github.com/custos-runtime/custos/internal/sqlitedb"
 	"github.com/custos-runtime/custos/store/filestore"
 	"github.com/custos-runtime/custos/store/memstore"
 	"github.com/custos-runtime/custos/store/pgaudit"
+	"github.com/custos-runtime/custos/store/pgca"
 	"github.com/custos-runtime/custos/store/pgexchange"
 	"github.com/custos-runtime/custos/store/pgratelimit"
 	"github.com/custos-runtime/custos/store/pgreplay"
 	"github.com/custos-runtime/custos/store/pgstore"
 	"github.com/custos-runtime/custos/store/sqliteaudit"
+	"github.com/custos-runtime/custos/store/sqliteca"
 	"github.com/custos-runtime/custos/store/sqliteexchange"
 	"github.com/custos-runtime/custos/store/sqlitereplay"
 	"github.com/custos-runtime/custos/store/sqlitestore"
@@ -54,6 +57,9 @@ type State struct {
 	// across a restart would cost a durable write per request).
 	Replay  auth.ReplayCache
 	Limiter RateLimiter
+	// Certificates is the issuing CA's registry of what it issued and
+	// revoked (used when certificate_authority is enabled).
+	Certificates ca.Registry
 	// Instance is this process's name in the exchanges' claims.
 	Instance string
 	// Shared reports whether several processes (replicas) may run on the
@@ -239,6 +245,9 @@ func (s *State) openSQLite(ctx context.Context, path string, xo *sqliteexchange.
 	if s.Replay, err = sqlitereplay.New(ctx, db, &sqlitereplay.Options{Now: xo.Now}); err != nil {
 		return err
 	}
+	if s.Certificates, err = sqliteca.New(ctx, db); err != nil {
+		return err
+	}
 	if withAudit {
 		if s.Audit, err = sqliteaudit.New(ctx, db, nil); err != nil {
 			return err
@@ -274,6 +283,9 @@ func (s *State) openPostgres(ctx context.Context, l Location, o *StateOptions) e
 	}
 	s.Replay = replay
 	s.closers = append(s.closers, replay)
+	if s.Certificates, err = pgca.New(ctx, pg.Pool(), pg.Schema()); err != nil {
+		return fmt.Errorf("certificate registry: %w", err)
+	}
 	if o.RateLimit.PerSecond > 0 {
 		lim, err := pgratelimit.New(ctx, pg.Pool(), o.RateLimit, &pgratelimit.Options{Schema: l.Schema, Logger: o.Logger})
 		if err != nil {

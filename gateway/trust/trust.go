@@ -88,6 +88,14 @@ type Config struct {
 	// CAFiles are PEM files of the CA certificates whose chains count for
 	// L2 and L3. Without any, every sender is L1.
 	CAFiles []string
+	// Roots are CA certificates anchored besides CAFiles' (the gateway's
+	// own issuing CA, say).
+	Roots []*x509.Certificate
+	// CheckRevocation, when set, is asked about every chain that verifies
+	// (leaf first): an error wrapping identity.ErrCertificateRevoked is
+	// certificate_revoked, any other error fails closed
+	// (certificate_invalid).
+	CheckRevocation func(chain []*x509.Certificate) error
 	// RevokedKIDs are kids refused whatever their JWKS says.
 	RevokedKIDs []string
 	// RevokedThumbprints are RFC 7638 SHA-256 JWK thumbprints (unpadded
@@ -125,6 +133,7 @@ type Store struct {
 	static     sig.KeySources
 	peers      map[string]*peer
 	roots      *x509.CertPool
+	revocation func([]*x509.Certificate) error
 	revokedKID map[string]bool
 	revokedTP  map[string]bool
 	policy     identity.Policy
@@ -151,6 +160,7 @@ func New(cfg Config, opts *Options) (*Store, error) {
 		policy:     cfg.Policy,
 		ttl:        cfg.IdentityTTL,
 		requireSig: cfg.RequireIdentitySignature,
+		revocation: cfg.CheckRevocation,
 	}
 	if s.now == nil {
 		s.now = time.Now
@@ -203,12 +213,18 @@ func New(cfg Config, opts *Options) (*Store, error) {
 		}
 		s.peers[p.Agent] = &peer{agent: p.Agent, base: p.URL, disc: disc, client: s.client, lock: make(chan struct{}, 1)}
 	}
-	if len(cfg.CAFiles) > 0 {
+	if len(cfg.CAFiles) > 0 || len(cfg.Roots) > 0 {
 		s.roots = x509.NewCertPool()
 		for _, f := range cfg.CAFiles {
 			if err := addPEMFile(s.roots, f); err != nil {
 				return nil, fmt.Errorf("%w: ca_files: %w", ErrConfig, err)
 			}
+		}
+		for _, c := range cfg.Roots {
+			if c == nil || !c.IsCA {
+				return nil, fmt.Errorf("%w: a root is not a CA certificate", ErrConfig)
+			}
+			s.roots.AddCert(c)
 		}
 	}
 	for _, k := range cfg.RevokedKIDs {
@@ -475,7 +491,7 @@ func (s *Store) Level(ctx context.Context, sender string, k *jose.JSONWebKey) (i
 		return identity.L1, certError(arsia.CodeKeyMismatch, "no signing key to match the certificate", nil)
 	}
 	level, err := identity.VerifyChain(rec.CertificateChain, identity.VerifyOptions{
-		Roots: s.roots, Now: now, AgentID: sender, SigningKey: pub,
+		Roots: s.roots, Now: now, AgentID: sender, SigningKey: pub, CheckRevocation: s.revocation,
 	})
 	if err != nil {
 		if e := asARSIA(err); e != nil {
