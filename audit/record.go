@@ -55,6 +55,10 @@ const (
 	// Checkpoint); Details has "checkpoint" (seq, hash, time), "kid" and
 	// "signature".
 	KindCheckpoint Kind = "checkpoint"
+	// KindCertificate: the gateway's issuing CA issued (Outcome "issued")
+	// or revoked ("revoked") an agent certificate; Details has its serial,
+	// validity and, for a revocation, the reason.
+	KindCertificate Kind = "certificate"
 )
 
 // Outcomes Custos writes. Outcome is an open string like Kind.

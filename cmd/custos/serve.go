@@ -29,6 +29,7 @@ import (
 	"github.com/custos-runtime/custos/arsia/sig"
 	"github.com/custos-runtime/custos/audit"
 	"github.com/custos-runtime/custos/gateway"
+	"github.com/custos-runtime/custos/gateway/ca"
 	"github.com/custos-runtime/custos/gateway/config"
 	"github.com/custos-runtime/custos/gateway/handler"
 	"github.com/custos-runtime/custos/httpapi"
@@ -255,6 +256,8 @@ type server struct {
 	reload *reloadState
 	// encKey is the gateway's encryption key (serve_encryption.go).
 	encKey *jose.JSONWebKey
+	// ca is the issuing CA (nil unless certificate_authority is enabled).
+	ca *ca.CA
 
 	// closers release what Open took; Close runs them last first.
 	closers []func()
@@ -366,7 +369,10 @@ func (s *server) open(ctx context.Context, errOut io.Writer) error {
 		instance, lease = state.Instance, gateway.DefaultClaimLease
 	}
 
-	keys, trust, err := newTrust(cfg.Trust)
+	if err := s.openCA(); err != nil { // serve_ca.go
+		return err
+	}
+	keys, trust, err := newTrust(cfg.Trust, s.caAnchors())
 	if err != nil {
 		return err
 	}
@@ -521,6 +527,9 @@ func (s *server) openHTTP(ctx context.Context) error {
 		return err
 	}
 	if s.escalator, err = newEscalator(cfg, auth, s.state, s.auditLog, s.notifier, logger); err != nil {
+		return err
+	}
+	if err := s.mountCA(mux, reviewerUI.auth); err != nil {
 		return err
 	}
 	mux.Handle("/", inbox)

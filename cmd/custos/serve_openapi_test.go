@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"encoding/base64"
 	stdjson "encoding/json"
 	"fmt"
@@ -52,7 +53,8 @@ func openAPIGateway(t *testing.T) (*gatewayUnderTest, *routes.Mux, string) {
 		"notifications:\n  slack:\n    - name: ops\n      channel: C0PS\n      token: xoxb-openapi-test\n      signing_secret: openapi-signing-secret\n"+
 			"      api: "+fake.URL+"/api/\n      users: {UALICE: alice}\n"+
 			"  webhooks:\n    - {name: siem, url: \""+fake.URL+"/hook\", secret: \""+secret("delivery-secret-0123456789")+
-			"\", callback_secret: \""+secret("callback-secret-0123456789")+"\", reviewers: {\"jira:alice\": alice}}\n")
+			"\", callback_secret: \""+secret("callback-secret-0123456789")+"\", reviewers: {\"jira:alice\": alice}}\n",
+		"certificate_authority:\n  enabled: true\n  operators: [alice]\n")
 	t.Cleanup(g.stop)
 	select {
 	case m := <-sink:
@@ -332,6 +334,25 @@ func TestOpenAPIRecordedAnswersValidate(t *testing.T) {
 	rec.want(rec.do("POST", "/logout", nil, origin), 204)
 	rec.want(rec.do("POST", "/notify/webhook/siem/decisions", []byte(`{}`), json,
 		"webhook-id: msg_1", "webhook-timestamp: 1", "webhook-signature: v1,AAAA"), 401)
+
+	// The certificate authority.
+	rec.want(rec.do("GET", "/v1/arsia/ca/root.pem", nil), 200)
+	caKey, _ := arsia.NewSigningJWK("agent:acme.bot#key-1", ed25519.NewKeyFromSeed(make([]byte, 32)).Public())
+	caJWK, _ := stdjson.Marshal(caKey)
+	issueBody := []byte(`{"agent_id":"agent:acme.bot","public_key":` + string(caJWK) + `}`)
+	rec.want(rec.do("POST", "/v1/arsia/ca/certificates", issueBody, json), 401)
+	rec.want(rec.do("POST", "/v1/arsia/ca/certificates", []byte(`{"agent_id":"agent:acme.bot","public_key":`+string(caJWK)+`,"trust_level":"L3"}`), "bearer", json), 403)
+	rec.want(rec.do("POST", "/v1/arsia/ca/certificates", []byte(`{"agent_id":"x"}`), "bearer", json), 400)
+	issued := rec.want(rec.do("POST", "/v1/arsia/ca/certificates", issueBody, "bearer", json), 201)
+	var cert struct{ Serial string }
+	if err := stdjson.Unmarshal(issued.data, &cert); err != nil || cert.Serial == "" {
+		t.Fatalf("issued: %v %s", err, issued.data)
+	}
+	rec.want(rec.do("GET", "/v1/arsia/ca/certificates?limit=10", nil, "bearer"), 200)
+	rec.want(rec.do("GET", "/v1/arsia/ca/certificates?limit=0", nil, "bearer"), 400)
+	rec.want(rec.do("GET", "/v1/arsia/ca/certificates/"+cert.Serial, nil, "bearer"), 200)
+	rec.want(rec.do("GET", "/v1/arsia/ca/certificates/abc", nil, "bearer"), 404)
+	rec.want(rec.do("POST", "/v1/arsia/ca/certificates/"+cert.Serial+"/revoke", []byte(`{"reason":"test"}`), "bearer", json), 200)
 
 	if len(rec.got) < 40 {
 		t.Fatalf("only %d answers recorded", len(rec.got))

@@ -103,7 +103,7 @@ func (s *server) Reload(cfg config.Config, trigger string) (restart []string, er
 	}
 	restart = needsRestart(s.cfg, cfg)
 
-	keys, trust, err := newTrust(cfg.Trust)
+	keys, trust, err := newTrust(cfg.Trust, s.caAnchors())
 	if err != nil {
 		return restart, err
 	}

@@ -1,11 +1,20 @@
 package main
 
 import (
+	"crypto/x509"
+
 	"github.com/custos-runtime/custos/arsia/sig"
 	"github.com/custos-runtime/custos/gateway"
 	"github.com/custos-runtime/custos/gateway/config"
 	"github.com/custos-runtime/custos/gateway/trust"
 )
+
+// trustAnchors are roots the trust store anchors besides trust.ca_files
+// (the gateway's own CA: serve_ca.go), with their revocation check.
+type trustAnchors struct {
+	roots      []*x509.Certificate
+	revocation func([]*x509.Certificate) error
+}
 
 // newTrust builds the trust store of the configured senders' keys (JWKS
 // files and URLs, discovered peers), revocations, CA roots and minimum
@@ -13,7 +22,7 @@ import (
 // a key source it never returns a key the configuration revoked: sig.Verify
 // fails on it with an error wrapping sig.ErrRevokedKey and an *arsia.Error
 // certificate_revoked with its reason (see trust.Store.Key).
-func newTrust(t config.Trust) (sig.KeySource, gateway.TrustPolicy, error) {
+func newTrust(t config.Trust, extra trustAnchors) (sig.KeySource, gateway.TrustPolicy, error) {
 	peers := make([]trust.Peer, len(t.Peers))
 	for i, p := range t.Peers {
 		peers[i] = trust.Peer{Agent: p.Agent, URL: p.URL}
@@ -23,6 +32,8 @@ func newTrust(t config.Trust) (sig.KeySource, gateway.TrustPolicy, error) {
 		JWKSURLs:                 t.JWKSURLs,
 		Peers:                    peers,
 		CAFiles:                  t.CAFiles,
+		Roots:                    extra.roots,
+		CheckRevocation:          extra.revocation,
 		RevokedKIDs:              t.RevokedKIDs,
 		RevokedThumbprints:       t.RevokedThumbprints,
 		Policy:                   t.MinTrustLevel.Policy(),

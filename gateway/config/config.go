@@ -109,6 +109,8 @@ type Config struct {
 	Notifications Notifications `yaml:"notifications"`
 	// Quorum makes calls need several approvals (quorum.go).
 	Quorum []QuorumRule `yaml:"quorum"`
+	// CertificateAuthority is the optional issuing CA for L2 (ca.go).
+	CertificateAuthority CertificateAuthority `yaml:"certificate_authority"`
 }
 
 // Limits bounds what the transport spends on a caller before its request
@@ -792,6 +794,7 @@ func (c *Config) Check() error {
 		}
 	}
 	errs = append(errs, c.checkQuorum()...)
+	errs = append(errs, c.checkCA()...)
 	for _, err := range c.checkReviewers() {
 		bad("%v", err)
 	}
