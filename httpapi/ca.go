@@ -180,12 +180,21 @@ func splitPEM(b []byte) []string {
 }
 
 // parseIssueRequest checks an issuance request completely before
-// anything is signed.
+// anything is signed. The key is an ARSIA JWKS entry (arsia.JWKFromMap);
+// an "alg" member, which JOSE libraries add, is accepted when it is
+// EdDSA.
 func parseIssueRequest(body []byte) (IssueRequest, ed25519.PublicKey, error) {
-	var req IssueRequest
-	if err := decodeObject(body, &req, "agent_id", "public_key", "trust_level", "validity_seconds"); err != nil {
+	var raw struct {
+		AgentID         string          `json:"agent_id"`
+		PublicKey       json.RawMessage `json:"public_key"`
+		TrustLevel      string          `json:"trust_level"`
+		ValiditySeconds int64           `json:"validity_seconds"`
+	}
+	req := IssueRequest{}
+	if err := decodeObject(body, &raw, "agent_id", "public_key", "trust_level", "validity_seconds"); err != nil {
 		return req, nil, err
 	}
+	req.AgentID, req.TrustLevel, req.ValiditySeconds = raw.AgentID, raw.TrustLevel, raw.ValiditySeconds
 	if !arsia.ValidAgentID(req.AgentID) {
 		return req, nil, fmt.Errorf("agent_id %q is not an ARSIA agent id", req.AgentID)
 	}
@@ -197,13 +206,28 @@ func parseIssueRequest(body []byte) (IssueRequest, ed25519.PublicKey, error) {
 	if req.ValiditySeconds < 0 || req.ValiditySeconds > int64(ca.MaxValidity/time.Second) {
 		return req, nil, fmt.Errorf("validity_seconds %d is out of range", req.ValiditySeconds)
 	}
-	if a, _, ok := strings.Cut(req.PublicKey.Kid, "#"); !ok || a != req.AgentID {
-		return req, nil, fmt.Errorf("public_key.kid %q does not belong to %s", req.PublicKey.Kid, req.AgentID)
+	var m map[string]any
+	if err := json.Unmarshal(raw.PublicKey, &m); err != nil || m == nil {
+		return req, nil, errors.New("public_key must be a JWK object")
 	}
-	if req.PublicKey.Kty != "OKP" || req.PublicKey.Crv != "Ed25519" || (req.PublicKey.Use != "" && req.PublicKey.Use != arsia.UseSignature) {
+	if alg, ok := m["alg"]; ok {
+		if alg != "EdDSA" {
+			return req, nil, errors.New("public_key.alg must be EdDSA")
+		}
+		delete(m, "alg")
+	}
+	k, err := arsia.JWKFromMap(m)
+	if err != nil {
+		return req, nil, fmt.Errorf("public_key: %w", err)
+	}
+	req.PublicKey = k
+	if a, _, ok := strings.Cut(k.Kid, "#"); !ok || a != req.AgentID {
+		return req, nil, fmt.Errorf("public_key.kid %q does not belong to %s", k.Kid, req.AgentID)
+	}
+	if k.Kty != "OKP" || k.Crv != "Ed25519" || (k.Use != "" && k.Use != arsia.UseSignature) {
 		return req, nil, errors.New("public_key must be an Ed25519 (OKP) signing key")
 	}
-	pub, err := req.PublicKey.PublicKey()
+	pub, err := k.PublicKey()
 	if err != nil {
 		return req, nil, fmt.Errorf("public_key: %w", err)
 	}

@@ -112,6 +112,8 @@ func TestCAIssueListRevoke(t *testing.T) {
 		{"validity too long", "op-token", `{"agent_id":"agent:acme.bot","public_key":` + jwk + `,"validity_seconds":99999999999}`, 400, ""},
 		{"bad key", "op-token", `{"agent_id":"agent:acme.bot","public_key":{"kty":"OKP","crv":"Ed25519","kid":"agent:acme.bot#k","x":"AAAA"}}`, 400, ""},
 		{"not json", "op-token", `{`, 400, ""},
+		{"alg of another key type", "op-token", `{"agent_id":"agent:acme.bot","public_key":` + strings.Replace(jwk, `{`, `{"alg":"ES256",`, 1) + `}`, 400, ""},
+		{"private member", "op-token", `{"agent_id":"agent:acme.bot","public_key":` + strings.Replace(jwk, `{`, `{"d":"AAAA",`, 1) + `}`, 400, ""},
 	} {
 		status, out := f.do(t, "POST", CACertificatesPath, tc.token, tc.body)
 		if status != tc.status {
