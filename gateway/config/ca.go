@@ -52,7 +52,9 @@ func (c *Config) CADir() string {
 func (c *Config) checkCA() []error {
 	a := c.CertificateAuthority
 	var errs []error
-	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("certificate_authority: "+format, args...)) }
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("certificate_authority: "+format, args...))
+	}
 	if a.Validity < 0 || a.MaxValidity < 0 {
 		bad("validity and max_validity must not be negative")
 	}
