@@ -95,6 +95,7 @@ refusal (see custos send --help).`,
 		newMCPProxyCommand(),
 		newReviewCommand(),
 		newSendCommand(),
+		newCACommand(),
 	)
 	// cobra adds its own help command when it executes; this one makes an
 	// unknown topic a usage error too.

@@ -173,3 +173,42 @@ func mustJSON(t *testing.T, v any) string {
 	}
 	return string(b)
 }
+
+// custos ca drives the same API from the command line: issue from the
+// agent's JWKS file, list, revoke; a non-operator and a missing reason
+// are refused.
+func TestCACommand(t *testing.T) {
+	dataDir := filepath.Join(t.TempDir(), "data")
+	g := startGateway(t, dataDir, nil, "certificate_authority:\n  enabled: true\n")
+	defer g.stop()
+	t.Setenv("CUSTOS_SERVER", g.url)
+	t.Setenv("CUSTOS_TOKEN", g.token)
+	code, out, errOut := custos(t, "", "ca", "issue", "--agent", sender, "--jwks", g.sendersJWKS, "--validity", "48h")
+	var cert struct {
+		Serial    string    `json:"serial"`
+		NotBefore time.Time `json:"not_before"`
+		NotAfter  time.Time `json:"not_after"`
+		Chain     []string  `json:"certificate_chain"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &cert) != nil || cert.Serial == "" || len(cert.Chain) != 2 || cert.NotAfter.Sub(cert.NotBefore) != 48*time.Hour {
+		t.Fatalf("ca issue: %d %s %s", code, out, errOut)
+	}
+	if code, out, _ := custos(t, "", "ca", "list", "--agent", sender); code != 0 || !strings.Contains(out, cert.Serial) {
+		t.Fatalf("ca list: %d %s", code, out)
+	}
+	if code, _, _ := custos(t, "", "ca", "revoke", cert.Serial); code != exitUsage {
+		t.Fatalf("ca revoke without --reason: %d", code)
+	}
+	if code, out, _ := custos(t, "", "ca", "revoke", cert.Serial, "--reason", "rotated"); code != 0 || !strings.Contains(out, `"revoked":true`) {
+		t.Fatalf("ca revoke: %d %s", code, out)
+	}
+	if code, out, _ := custos(t, "", "ca", "root"); code != 0 || !strings.Contains(out, "BEGIN CERTIFICATE") {
+		t.Fatalf("ca root: %d %s", code, out)
+	}
+	if code, _, errOut := custos(t, "", "ca", "list", "--token", "not-a-token"); code != exitFailure || !strings.Contains(errOut, "401") {
+		t.Fatalf("ca list with a bad token: %d %s", code, errOut)
+	}
+	if code, _, errOut := custos(t, "", "ca", "issue", "--agent", "agent:acme.nobody", "--jwks", g.sendersJWKS); code != exitFailure || !strings.Contains(errOut, "no signing key") {
+		t.Fatalf("ca issue of a key not in the file: %d %s", code, errOut)
+	}
+}
