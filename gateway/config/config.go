@@ -109,6 +109,8 @@ type Config struct {
 	Notifications Notifications `yaml:"notifications"`
 	// Quorum makes calls need several approvals (quorum.go).
 	Quorum []QuorumRule `yaml:"quorum"`
+	// State serves ARSIA-State, the agents' memory (state.go).
+	State StateService `yaml:"state"`
 }
 
 // Limits bounds what the transport spends on a caller before its request
@@ -792,6 +794,7 @@ func (c *Config) Check() error {
 		}
 	}
 	errs = append(errs, c.checkQuorum()...)
+	errs = append(errs, c.checkState()...)
 	for _, err := range c.checkReviewers() {
 		bad("%v", err)
 	}
