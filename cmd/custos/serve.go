@@ -255,6 +255,8 @@ type server struct {
 	reload *reloadState
 	// encKey is the gateway's encryption key (serve_encryption.go).
 	encKey *jose.JSONWebKey
+	// stateHandler serves ARSIA-State when it is enabled (serve_state.go).
+	stateHandler *handler.State
 
 	// closers release what Open took; Close runs them last first.
 	closers []func()
@@ -323,7 +325,7 @@ func (s *server) open(ctx context.Context, errOut io.Writer) error {
 	if s.loc, err = store.Parse(cfg.Store); err != nil {
 		return err
 	}
-	so := &store.StateOptions{DataDir: cfg.Data, Logger: logger,
+	so := &store.StateOptions{DataDir: cfg.Data, Logger: logger, StateStore: stateStoreOptions(cfg),
 		RateLimit: pgratelimit.Rate{PerSecond: cfg.RateLimit.PerSecond, Burst: cfg.RateLimit.Burst}}
 	if s.loc.Kind == store.KindPostgres {
 		// Replicas recognise their own claims by name; a gateway alone on
@@ -389,6 +391,9 @@ func (s *server) open(ctx context.Context, errOut io.Writer) error {
 			return fmt.Errorf("handlers.%s: %w", name, err)
 		}
 		s.headers[name], _ = h.HeaderValues() // newHandler resolved them
+	}
+	if err := s.openState(); err != nil {
+		return err
 	}
 	grants, callbacks := senderGrants(cfg.Senders)
 	// Traces: off unless the configuration or the OTEL_* variables ask.

@@ -1,0 +1,197 @@
+package main
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-jose/go-jose/v4"
+
+	"github.com/custos-runtime/custos/arsia"
+	"github.com/custos-runtime/custos/arsia/sig"
+)
+
+// startStateGateway runs serve with state enabled and the sender granted
+// arsiaprotocol.state.* (read and write) and, by name, snapshot: not
+// purge.
+func startStateGateway(t *testing.T, dataDir string) *gatewayUnderTest {
+	t.Helper()
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &gatewayUnderTest{kid: sender + "#key-1", upstream: new(atomic.Int64), upstreamTrace: new(atomic.Value)}
+	if g.signer, err = sig.NewEd25519Signer(priv.Seed()); err != nil {
+		t.Fatal(err)
+	}
+	jwks, _ := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: pub, KeyID: g.kid, Algorithm: "EdDSA", Use: "sig"}}})
+	g.sendersJWKS = filepath.Join(t.TempDir(), "senders.jwks.json")
+	if err := os.WriteFile(g.sendersJWKS, jwks, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := "listen: 127.0.0.1:0\ndata: " + dataDir + "\nagent: agent:acme.gateway\n" +
+		"trust:\n  jwks_files: [" + g.sendersJWKS + "]\n" +
+		"senders:\n  - agent: " + sender + "\n    capabilities: [\"arsiaprotocol.state.*\", \"arsiaprotocol.state.snapshot\", \"demo.*\"]\n" +
+		"handlers:\n  demo.echo:\n    type: echo\n" +
+		"state:\n  enabled: true\n  zones: [EU]\n"
+	g.configPath = filepath.Join(t.TempDir(), "custos.yaml")
+	if err := os.WriteFile(g.configPath, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return startGateway(t, dataDir, g)
+}
+
+// sendState signs and posts a state operation under capability.
+func (g *gatewayUnderTest) sendState(t *testing.T, capability, op string, args map[string]any, comp map[string]any) (int, map[string]any) {
+	t.Helper()
+	e, err := arsia.NewRequest(sender, "agent:acme.gateway", []string{capability}, "arsiaprotocol.state/"+op, args,
+		arsia.BuildOptions{Now: time.Now(), Compliance: comp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := e.Map()
+	if err != nil {
+		t.Fatal(err)
+	}
+	signed, err := sig.Sign(env, g.signer, g.kid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := json.Marshal(signed)
+	code, reply, _ := g.post(t, body, "application/arsia+json; v=1")
+	if reply != nil {
+		g.verifyReply(t, reply)
+	}
+	return code, reply
+}
+
+func payloadOf(reply map[string]any) map[string]any {
+	p, _ := reply["payload"].(map[string]any)
+	return p
+}
+
+// errorOf is the ARSIA error of a reply.
+func errorOf(reply map[string]any) (code string, details map[string]any) {
+	e, _ := payloadOf(reply)["error"].(map[string]any)
+	code, _ = e["code"].(string)
+	details, _ = e["details"].(map[string]any)
+	return code, details
+}
+
+// What a live conformance runner plays against serve: SET, GET, a stale
+// expected_version, DELETE of a missing key, GET after DELETE, QUERY,
+// SNAPSHOT; the capability model; and the state surviving a restart.
+func TestServeState(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "data")
+	g := startStateGateway(t, data)
+	stopped := false
+	defer func() {
+		if !stopped {
+			g.stop()
+		}
+	}()
+	gdpr := map[string]any{"profile": "GDPR-STANDARD"}
+	key := sender + "/agent/rt.key"
+	set := map[string]any{"key": key, "value": map[string]any{"n": 1}, "scope": "agent", "pii_classification": "none"}
+
+	code, reply := g.sendState(t, "arsiaprotocol.state.write", "set", set, gdpr)
+	p := payloadOf(reply)
+	if code != 200 || p["type"] != "arsiaprotocol.state/set" {
+		t.Fatalf("SET: %d %v", code, reply)
+	}
+	if r, _ := p["result"].(map[string]any); r["version"] != 1.0 || r["owner_agent_id"] != sender || r["key"] != key {
+		t.Fatalf("SET result %v", p["result"])
+	}
+
+	code, reply = g.sendState(t, "arsiaprotocol.state.read", "get", map[string]any{"key": key}, gdpr)
+	if r, _ := payloadOf(reply)["result"].(map[string]any); code != 200 || r["version"] != 1.0 || r["value"].(map[string]any)["n"] != 1.0 {
+		t.Fatalf("GET: %d %v", code, reply)
+	}
+
+	stale := map[string]any{"key": key, "value": 2, "scope": "agent", "pii_classification": "none", "expected_version": 5}
+	code, reply = g.sendState(t, "arsiaprotocol.state.write", "set", stale, gdpr)
+	if c, d := errorOf(reply); code != 409 || c != "conflict" || d["current_version"] != 1.0 || d["expected_version"] != 5.0 {
+		t.Fatalf("stale SET: %d %v", code, reply)
+	}
+
+	ghost := map[string]any{"key": sender + "/agent/ghost"}
+	code, reply = g.sendState(t, "arsiaprotocol.state.write", "delete", ghost, gdpr)
+	if c, _ := errorOf(reply); code != 404 || c != "not_found" {
+		t.Fatalf("DELETE of a missing key: %d %v", code, reply)
+	}
+	code, reply = g.sendState(t, "arsiaprotocol.state.read", "get", ghost, gdpr)
+	if r, ok := payloadOf(reply)["result"]; code != 200 || !ok || r != nil {
+		t.Fatalf("GET of a missing key: %d %v (want result null)", code, reply)
+	}
+
+	other := map[string]any{"key": sender + "/shared/doc", "value": "x", "scope": "shared", "pii_classification": "none"}
+	if code, reply = g.sendState(t, "arsiaprotocol.state.write", "set", other, gdpr); code != 200 {
+		t.Fatalf("SET shared: %d %v", code, reply)
+	}
+	code, reply = g.sendState(t, "arsiaprotocol.state.read", "query", map[string]any{"key_prefix": sender + "/agent/", "scope": "agent"}, gdpr)
+	r, _ := payloadOf(reply)["result"].(map[string]any)
+	if entries, _ := r["entries"].([]any); code != 200 || r["total"] != 1.0 || len(entries) != 1 || entries[0].(map[string]any)["key"] != key {
+		t.Fatalf("QUERY: %d %v", code, reply)
+	}
+
+	code, reply = g.sendState(t, "arsiaprotocol.state.snapshot", "snapshot", map[string]any{"as_of": arsia.FormatTimestamp(time.Now())}, gdpr)
+	r, _ = payloadOf(reply)["result"].(map[string]any)
+	if entries, _ := r["entries"].([]any); code != 200 || len(entries) != 2 || r["hash"] == nil {
+		t.Fatalf("SNAPSHOT: %d %v", code, reply)
+	}
+
+	if code, reply = g.sendState(t, "arsiaprotocol.state.write", "delete", map[string]any{"key": key}, gdpr); code != 200 {
+		t.Fatalf("DELETE: %d %v", code, reply)
+	}
+	code, reply = g.sendState(t, "arsiaprotocol.state.read", "get", map[string]any{"key": key}, gdpr)
+	if r, ok := payloadOf(reply)["result"]; code != 200 || !ok || r != nil {
+		t.Fatalf("GET after DELETE: %d %v", code, reply)
+	}
+
+	// The capability model: an operation under another capability, and
+	// purge, which the wildcard does not grant.
+	code, reply = g.sendState(t, "arsiaprotocol.state.read", "set", set, gdpr)
+	if c, d := errorOf(reply); code != 403 || c != "forbidden" || d["required_capabilities"] == nil {
+		t.Fatalf("SET under state.read: %d %v", code, reply)
+	}
+	code, reply = g.sendState(t, "arsiaprotocol.state.purge", "purge", map[string]any{"key": key}, gdpr)
+	if c, _ := errorOf(reply); code != 403 || c != "forbidden" {
+		t.Fatalf("PURGE without its grant: %d %v", code, reply)
+	}
+	// Residency: the store lies in the EU.
+	us := map[string]any{"key": sender + "/agent/us", "value": 1, "scope": "agent", "pii_classification": "none", "data_residency": "US"}
+	code, reply = g.sendState(t, "arsiaprotocol.state.write", "set", us, gdpr)
+	if c, d := errorOf(reply); code != 400 || c != "invalid_request" || d["data_residency_violation"] != true {
+		t.Fatalf("US data in an EU store: %d %v", code, reply)
+	}
+
+	// A reload (the configuration file changed) keeps state served.
+	cfg, err := os.ReadFile(g.configPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(g.configPath, append(cfg, "# edited\n"...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, g.log, "the reload", func(s string) bool { return strings.Contains(s, `msg="configuration reloaded"`) })
+	code, reply = g.sendState(t, "arsiaprotocol.state.read", "get", map[string]any{"key": other["key"]}, gdpr)
+	if r, _ := payloadOf(reply)["result"].(map[string]any); code != 200 || r["value"] != "x" {
+		t.Fatalf("GET after a reload: %d %v", code, reply)
+	}
+
+	// The state is in the data directory: a restarted gateway has it.
+	g.stop()
+	stopped = true
+	g2 := startGateway(t, data, g)
+	defer g2.stop()
+	code, reply = g2.sendState(t, "arsiaprotocol.state.read", "get", map[string]any{"key": other["key"]}, gdpr)
+	if r, _ := payloadOf(reply)["result"].(map[string]any); code != 200 || r["value"] != "x" {
+		t.Fatalf("GET after the restart: %d %v", code, reply)
+	}
+}
