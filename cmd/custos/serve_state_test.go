@@ -188,6 +188,14 @@ func TestServeState(t *testing.T) {
 	// The state is in the data directory: a restarted gateway has it.
 	g.stop()
 	stopped = true
+	// The mutations' ARSIA-State audit records are in the audit log,
+	// in the execution records' details.
+	out := mustCustos(t, "", "audit", "export", "--log", data)
+	for _, want := range []string{`"state_audit"`, `"event_type":"state_set"`, `"event_type":"state_delete"`, `"payload_hash"`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the audit export lacks %s", want)
+		}
+	}
 	g2 := startGateway(t, data, g)
 	defer g2.stop()
 	code, reply = g2.sendState(t, "arsiaprotocol.state.read", "get", map[string]any{"key": other["key"]}, gdpr)
