@@ -4,6 +4,7 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/json"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/go-jose/go-jose/v4"
 
+	"github.com/custos-runtime/custos/aais"
 	"github.com/custos-runtime/custos/arsia"
 	"github.com/custos-runtime/custos/arsia/sig"
 )
@@ -56,6 +58,13 @@ func startStateGatewayAs(t *testing.T, dataDir, agent string) *gatewayUnderTest 
 // sendState signs and posts a state operation under capability.
 func (g *gatewayUnderTest) sendState(t *testing.T, capability, op string, args map[string]any, comp map[string]any) (int, map[string]any) {
 	t.Helper()
+	code, reply, _ := g.sendStateH(t, capability, op, args, comp)
+	return code, reply
+}
+
+// sendStateH is sendState that also returns the reply's headers.
+func (g *gatewayUnderTest) sendStateH(t *testing.T, capability, op string, args map[string]any, comp map[string]any) (int, map[string]any, http.Header) {
+	t.Helper()
 	from, _, _ := strings.Cut(g.kid, "#")
 	e, err := arsia.NewRequest(from, "agent:acme.gateway", []string{capability}, "arsiaprotocol.state/"+op, args,
 		arsia.BuildOptions{Now: time.Now(), Compliance: comp})
@@ -71,11 +80,11 @@ func (g *gatewayUnderTest) sendState(t *testing.T, capability, op string, args m
 		t.Fatal(err)
 	}
 	body, _ := json.Marshal(signed)
-	code, reply, _ := g.post(t, body, "application/arsia+json; v=1")
+	code, reply, hdr := g.post(t, body, "application/arsia+json; v=1")
 	if reply != nil {
 		g.verifyReply(t, reply)
 	}
-	return code, reply
+	return code, reply, hdr
 }
 
 func payloadOf(reply map[string]any) map[string]any {
@@ -290,4 +299,25 @@ func TestServeStateStorageCases(t *testing.T) {
 			t.Fatalf("GET: %d %v (want result null)", code, reply)
 		}
 	})
+}
+
+// A SET of personal data under a profile that puts calls before a human
+// runs, once approved, with the request's compliance object: its legal
+// basis and residency still apply.
+func TestServeStateAfterApproval(t *testing.T) {
+	g := startStateGateway(t, filepath.Join(t.TempDir(), "data"))
+	defer g.stop()
+	comp := map[string]any{"profile": "EU-AI-ACT-HIGH-RISK", "legal_basis": "consent", "data_residency": "EU"}
+	key := sender + "/agent/client"
+	args := map[string]any{"key": key, "value": map[string]any{"name": "Ana"}, "scope": "agent", "pii_classification": "personal", "data_residency": "EU"}
+	code, reply, hdr := g.sendStateH(t, "arsiaprotocol.state.write", "set", args, comp)
+	if code != 202 {
+		t.Fatalf("SET under EU-AI-ACT-HIGH-RISK: %d %v", code, reply)
+	}
+	g.decide(t, aais.Approve)
+	code, reply = g.awaitFinal(t, hdr.Get("Custos-Exchange"))
+	r, _ := payloadOf(reply)["result"].(map[string]any)
+	if code != 200 || r["pii_classification"] != "personal" || r["data_residency"] != "EU" || r["version"] != 1.0 {
+		t.Fatalf("approved SET: %d %v", code, reply)
+	}
 }

@@ -98,8 +98,9 @@ type Call struct {
 	// Compliance is the request's compliance object as received (nil
 	// when it had none) and Timestamp its ts, for handlers whose rules
 	// depend on them (the state handler: legal basis, residency,
-	// retention, audit records). Neither enters the action digest. A
-	// call resumed after an approval carries neither.
+	// retention, audit records). Neither enters the action digest; a
+	// call resumed after an approval carries them from the approval
+	// request's exchange extension.
 	Compliance map[string]any
 	Timestamp  string
 }
