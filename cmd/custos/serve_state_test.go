@@ -17,6 +17,7 @@ import (
 	"github.com/custos-runtime/custos/aais"
 	"github.com/custos-runtime/custos/arsia"
 	"github.com/custos-runtime/custos/arsia/sig"
+	"github.com/custos-runtime/custos/internal/pgutil/pgtest"
 )
 
 // startStateGateway runs serve with state enabled and the sender granted
@@ -27,8 +28,14 @@ func startStateGateway(t *testing.T, dataDir string) *gatewayUnderTest {
 	return startStateGatewayAs(t, dataDir, sender)
 }
 
-// startStateGatewayAs is startStateGateway with agent as the sender.
-func startStateGatewayAs(t *testing.T, dataDir, agent string) *gatewayUnderTest {
+// startStateGatewayAs is startStateGateway with agent as the sender and
+// extra configuration appended.
+func startStateGatewayAs(t *testing.T, dataDir, agent string, extraYAML ...string) *gatewayUnderTest {
+	t.Helper()
+	return startStateGatewayWith(t, dataDir, agent, strings.Join(extraYAML, ""))
+}
+
+func startStateGatewayWith(t *testing.T, dataDir, agent, extraYAML string) *gatewayUnderTest {
 	t.Helper()
 	pub, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
@@ -47,7 +54,7 @@ func startStateGatewayAs(t *testing.T, dataDir, agent string) *gatewayUnderTest 
 		"trust:\n  jwks_files: [" + g.sendersJWKS + "]\n" +
 		"senders:\n  - agent: " + agent + "\n    capabilities: [\"arsiaprotocol.state.*\", \"arsiaprotocol.state.snapshot\", \"demo.*\"]\n" +
 		"handlers:\n  demo.echo:\n    type: echo\n" +
-		"state:\n  enabled: true\n  zones: [EU]\n"
+		"state:\n  enabled: true\n  zones: [EU]\n" + extraYAML
 	g.configPath = filepath.Join(t.TempDir(), "custos.yaml")
 	if err := os.WriteFile(g.configPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
@@ -319,5 +326,36 @@ func TestServeStateAfterApproval(t *testing.T) {
 	r, _ := payloadOf(reply)["result"].(map[string]any)
 	if code != 200 || r["pii_classification"] != "personal" || r["data_residency"] != "EU" || r["version"] != 1.0 {
 		t.Fatalf("approved SET: %d %v", code, reply)
+	}
+}
+
+// Two replicas on one PostgreSQL schema serve one state: what one writes
+// the other reads, and a SET expecting a version the other replica
+// already moved past is a conflict.
+func TestServeStateOnPostgres(t *testing.T) {
+	storeURL := pgtest.SchemaDSN(t, pgtest.Schema(t))
+	a := startStateGatewayAs(t, filepath.Join(t.TempDir(), "data0"), sender, "store: "+storeURL+"\ninstance: a\n")
+	defer a.stop()
+	b := startStateGatewayAs(t, filepath.Join(t.TempDir(), "data1"), sender, "store: "+storeURL+"\ninstance: b\n")
+	defer b.stop()
+	// Each replica trusts its own sender key (its own JWKS file): the
+	// sender is one agent id either way.
+	gdpr := map[string]any{"profile": "GDPR-STANDARD"}
+	key := sender + "/shared/counter"
+	args := map[string]any{"key": key, "value": 1, "scope": "shared", "pii_classification": "none"}
+	if code, reply := a.sendState(t, "arsiaprotocol.state.write", "set", args, gdpr); code != 200 {
+		t.Fatalf("SET on a: %d %v", code, reply)
+	}
+	args["expected_version"] = 1
+	if code, reply := b.sendState(t, "arsiaprotocol.state.write", "set", args, gdpr); code != 200 {
+		t.Fatalf("SET on b expecting 1: %d %v", code, reply)
+	}
+	code, reply := a.sendState(t, "arsiaprotocol.state.write", "set", args, gdpr)
+	if c, d := errorOf(reply); code != 409 || c != "conflict" || d["current_version"] != 2.0 {
+		t.Fatalf("stale SET on a: %d %v", code, reply)
+	}
+	code, reply = a.sendState(t, "arsiaprotocol.state.read", "get", map[string]any{"key": key}, gdpr)
+	if r, _ := payloadOf(reply)["result"].(map[string]any); code != 200 || r["version"] != 2.0 {
+		t.Fatalf("GET on a: %d %v", code, reply)
 	}
 }
