@@ -131,6 +131,8 @@ func callOf(env map[string]any) (handler.Call, error) {
 	if ctx, ok := env["context"].(map[string]any); ok {
 		c.TraceID, _ = ctx["trace_id"].(string)
 	}
+	c.Compliance, _ = env["compliance"].(map[string]any)
+	c.Timestamp, _ = env["ts"].(string)
 	return c, nil
 }
 

@@ -87,6 +87,10 @@ func (g *Gateway) execute(ctx context.Context, x exchange.Exchange, h handler.Ha
 			rec.Details["stale"] = true
 		}
 		e := arsia.FromASC(ae)
+		if pe := (*handler.ARSIAError)(nil); errors.As(runErr, &pe) && pe.E != nil {
+			// A handler that speaks ARSIA (state): its error as it is.
+			e = pe.E
+		}
 		// The sender gets the table's words; the operator the handler's.
 		g.log(ctx).WarnContext(ctx, "the handler failed", "exchange", x.ID, "capability", call.Capability,
 			"asc_code", int(ae.Status.Code), "err", logText(runErr.Error()))
@@ -96,7 +100,13 @@ func (g *Gateway) execute(ctx context.Context, x exchange.Exchange, h handler.Ha
 		g.metrics.inc("custos_executions_total", "succeeded")
 		rec.Outcome, rec.ASCCode = audit.OutcomeSucceeded, int(asc.Success)
 		var result any = res.Data
-		if meta.Effective != nil {
+		if res.Null {
+			result = json.RawMessage("null")
+		}
+		for k, v := range res.Audit {
+			rec.Details[k] = v
+		}
+		if meta.Effective != nil && !res.Null {
 			// A downgraded response names what was granted (ARSIA Core
 			// §4: payload.result.effective_capabilities).
 			var m map[string]any

@@ -35,6 +35,11 @@ type ExchangeRef struct {
 	// EncryptedReply: the request was encrypted, and so is every reply to
 	// it, to the sender's encryption key.
 	EncryptedReply bool `json:"encrypted_reply,omitempty"`
+	// Compliance and Timestamp are the request's compliance object and
+	// ts (handler.Call.Compliance, .Timestamp), for the handlers whose
+	// rules depend on them (state: legal basis, residency, retention).
+	Compliance map[string]any `json:"compliance,omitempty"`
+	Timestamp  string         `json:"ts,omitempty"`
 }
 
 // ExchangeRefOf reads the ExchangeExtension of req; false when req has none

@@ -21,7 +21,7 @@ func (g *Gateway) approvalRequest(x exchange.Exchange, call handler.Call, desc h
 	action json.RawMessage, profile string, effective []string, spanID string, encrypted bool, now time.Time) (json.RawMessage, *aais.Request, error) {
 	ext, err := json.Marshal(ExchangeRef{ExchangeID: x.ID, Sender: call.From, MessageID: call.MessageID,
 		PayloadType: call.PayloadType, TraceID: call.TraceID, SpanID: spanID, Profile: profile, IdempotencyKey: call.IdempotencyKey, Effective: effective,
-		Explain: call.ExplanationRequired, EncryptedReply: encrypted})
+		Explain: call.ExplanationRequired, EncryptedReply: encrypted, Compliance: call.Compliance, Timestamp: call.Timestamp})
 	if err != nil {
 		return nil, nil, err
 	}

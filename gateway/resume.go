@@ -152,7 +152,7 @@ func (g *Gateway) resumeOne(ctx context.Context, id string) error {
 	}
 	call := handler.Call{Capability: req.Action.Name(), PayloadType: ref.PayloadType, Args: req.Action.Arguments(),
 		From: x.Sender, To: g.o.Agent, MessageID: x.MessageID, CorrelationID: x.MessageID, TraceID: ref.TraceID,
-		IdempotencyKey: ref.IdempotencyKey, ExplanationRequired: ref.Explain}
+		IdempotencyKey: ref.IdempotencyKey, ExplanationRequired: ref.Explain, Compliance: ref.Compliance, Timestamp: ref.Timestamp}
 	xctx := withTrace(ctx, ref.TraceID)
 	if ref.EncryptedReply {
 		// The request was encrypted: so are the decision and the reply.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/custos-runtime/custos/aais"
 	"github.com/custos-runtime/custos/arsia/auth"
+	arsiastate "github.com/custos-runtime/custos/arsia/state"
 	"github.com/custos-runtime/custos/audit"
 	"github.com/custos-runtime/custos/gateway/ca"
 	"github.com/custos-runtime/custos/gateway/exchange"
@@ -26,17 +27,19 @@ import (
 	"github.com/custos-runtime/custos/store/pgexchange"
 	"github.com/custos-runtime/custos/store/pgratelimit"
 	"github.com/custos-runtime/custos/store/pgreplay"
+	"github.com/custos-runtime/custos/store/pgstate"
 	"github.com/custos-runtime/custos/store/pgstore"
 	"github.com/custos-runtime/custos/store/sqliteaudit"
 	"github.com/custos-runtime/custos/store/sqliteca"
 	"github.com/custos-runtime/custos/store/sqliteexchange"
 	"github.com/custos-runtime/custos/store/sqlitereplay"
+	"github.com/custos-runtime/custos/store/sqlitestate"
 	"github.com/custos-runtime/custos/store/sqlitestore"
 )
 
 // State is everything one deployment of custos serve keeps: on SQLite one
-// database file (approvals, exchanges, audit log, DPoP replay set: one
-// writer, one group commit, units of work across them), on PostgreSQL one
+// database file (approvals, exchanges, audit log, DPoP replay set, ARSIA
+// state: one writer, one group commit, units of work across them), on PostgreSQL one
 // schema shared by every replica (the rate limits too), every store of a
 // replica on one pool, with units of work across them too.
 type State struct {
@@ -60,6 +63,10 @@ type State struct {
 	// Certificates is the issuing CA's registry of what it issued and
 	// revoked (used when certificate_authority is enabled).
 	Certificates ca.Registry
+	// StateStore is ARSIA-State, the agents' memory (served by the
+	// gateway when state is enabled): in the state file, or shared by the
+	// replicas on PostgreSQL.
+	StateStore arsiastate.Store
 	// Instance is this process's name in the exchanges' claims.
 	Instance string
 	// Shared reports whether several processes (replicas) may run on the
@@ -145,6 +152,9 @@ type StateOptions struct {
 	// Logger receives the stores' background failures (nothing is logged
 	// when nil).
 	Logger *slog.Logger
+	// StateStore configures the rules of the ARSIA-State store (its
+	// residency zones, limits); nil means the defaults.
+	StateStore *arsiastate.StoreOptions
 }
 
 // StateFile is the name of the state's SQLite file in a data directory.
@@ -173,7 +183,7 @@ func Open(ctx context.Context, l Location, o *StateOptions) (_ *State, err error
 		if _, err := MigrateLayout(ctx, l.Path); err != nil {
 			return nil, err
 		}
-		if err := s.openSQLite(ctx, l.Path, xo, o.Audit.Kind == ""); err != nil {
+		if err := s.openSQLite(ctx, l.Path, xo, o.Audit.Kind == "", o.StateStore); err != nil {
 			return nil, err
 		}
 	case KindPostgres:
@@ -199,7 +209,7 @@ func Open(ctx context.Context, l Location, o *StateOptions) (_ *State, err error
 		if _, err := MigrateLayout(ctx, path); err != nil {
 			return nil, err
 		}
-		if err := s.openSQLite(ctx, path, xo, o.Audit.Kind == ""); err != nil {
+		if err := s.openSQLite(ctx, path, xo, o.Audit.Kind == "", o.StateStore); err != nil {
 			return nil, err
 		}
 		// The approvals are elsewhere: no unit spans them.
@@ -227,7 +237,7 @@ func Open(ctx context.Context, l Location, o *StateOptions) (_ *State, err error
 
 // openSQLite opens the state file at path: one sqlitedb.DB, and every
 // store on it.
-func (s *State) openSQLite(ctx context.Context, path string, xo *sqliteexchange.Options, withAudit bool) error {
+func (s *State) openSQLite(ctx context.Context, path string, xo *sqliteexchange.Options, withAudit bool, so *arsiastate.StoreOptions) error {
 	db, err := sqlitedb.Open(ctx, path, nil, sqlitedb.Migrations{})
 	if err != nil {
 		return fmt.Errorf("store: %w", err)
@@ -246,6 +256,9 @@ func (s *State) openSQLite(ctx context.Context, path string, xo *sqliteexchange.
 		return err
 	}
 	if s.Certificates, err = sqliteca.New(ctx, db); err != nil {
+		return err
+	}
+	if s.StateStore, err = sqlitestate.New(ctx, db, so); err != nil {
 		return err
 	}
 	if withAudit {
@@ -286,6 +299,11 @@ func (s *State) openPostgres(ctx context.Context, l Location, o *StateOptions) e
 	if s.Certificates, err = pgca.New(ctx, pg.Pool(), pg.Schema()); err != nil {
 		return fmt.Errorf("certificate registry: %w", err)
 	}
+	ss, err := pgstate.New(ctx, pg.Pool(), &pgstate.Options{Schema: l.Schema, Store: o.StateStore})
+	if err != nil {
+		return fmt.Errorf("state store: %w", err)
+	}
+	s.StateStore = ss
 	if o.RateLimit.PerSecond > 0 {
 		lim, err := pgratelimit.New(ctx, pg.Pool(), o.RateLimit, &pgratelimit.Options{Schema: l.Schema, Logger: o.Logger})
 		if err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/custos-runtime/custos/aais"
 	"github.com/custos-runtime/custos/aais/aaistest"
+	arsiastate "github.com/custos-runtime/custos/arsia/state"
 	"github.com/custos-runtime/custos/audit"
 	"github.com/custos-runtime/custos/audit/audittest"
 	"github.com/custos-runtime/custos/gateway/exchange"
@@ -306,5 +307,41 @@ func TestStateUnitWakesFollowersAtCommit(t *testing.T) {
 	}
 	if page, err := s.Approvals.EventsAfter(ctx, 0, 0); err != nil || len(page.Events) != 1 {
 		t.Fatalf("after the wake: %+v, %v", page, err)
+	}
+}
+
+// The state's ARSIA-State store keeps entries across a reopen, on both
+// backends, with the rules of StateOptions.StateStore.
+func TestStateStore(t *testing.T) {
+	for name, backend := range stateBackends(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := t.Context()
+			open := backend(t)
+			s := open()
+			if s.StateStore == nil {
+				t.Fatal("no state store")
+			}
+			now := time.Date(2026, 4, 13, 12, 0, 0, 0, time.UTC)
+			key := "agent:acme.a/agent/k"
+			args := arsiastate.SetArgs{Key: key, Value: "v", Scope: arsiastate.ScopeAgent, PIIClassification: arsiastate.PIINone}
+			if _, err := s.StateStore.Set(ctx, "agent:acme.a", args, nil, now); err != nil {
+				t.Fatal(err)
+			}
+			e, err := open().StateStore.Get(ctx, "agent:acme.a", arsiastate.GetArgs{Key: key}, now)
+			if err != nil || e == nil || e.Version != 1 {
+				t.Fatalf("after reopening: %+v, %v", e, err)
+			}
+		})
+	}
+	path := filepath.Join(t.TempDir(), store.StateFile)
+	s, err := store.Open(t.Context(), store.Location{Kind: store.KindSQLite, Path: path},
+		&store.StateOptions{StateStore: &arsiastate.StoreOptions{Zones: []string{"US"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	args := arsiastate.SetArgs{Key: "agent:acme.a/agent/k", Value: "v", Scope: arsiastate.ScopeAgent, PIIClassification: arsiastate.PIINone, DataResidency: "PT"}
+	if _, err := s.StateStore.Set(t.Context(), "agent:acme.a", args, nil, time.Now()); !errors.Is(err, arsiastate.ErrResidency) {
+		t.Fatalf("PT data in a US-only store: %v", err)
 	}
 }

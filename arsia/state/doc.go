@@ -56,7 +56,9 @@
 // carrying the wire code (forbidden, not_found, conflict with
 // {current_version, expected_version}, ...). MemoryStore implements it in
 // memory with full version history, logical deletes, snapshots, purges and
-// grants.
+// grants; TxStore implements the same rules on any transactional Backend
+// (store/sqlitestate, store/pgstate). The kit statetest holds every Store
+// to one behaviour.
 //
 // # Compliance
 //
@@ -70,8 +72,7 @@
 //
 // # Where Custos uses it
 //
-// Today only the ARSIA conformance run (package conformance, custos
-// conformance arsia) uses this package: custos serve does not serve the state service
-// yet. It is a complete library of the module, checked against the
-// upstream suite, waiting for the gateway to offer it.
+// The ARSIA conformance run (package conformance, custos conformance
+// arsia) checks it against the upstream suite, and custos serve serves it
+// when state is enabled (gateway/handler.State, docs/state.md).
 package state

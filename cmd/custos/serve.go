@@ -258,6 +258,8 @@ type server struct {
 	encKey *jose.JSONWebKey
 	// ca is the issuing CA (nil unless certificate_authority is enabled).
 	ca *ca.CA
+	// stateHandler serves ARSIA-State when it is enabled (serve_state.go).
+	stateHandler *handler.State
 
 	// closers release what Open took; Close runs them last first.
 	closers []func()
@@ -326,7 +328,7 @@ func (s *server) open(ctx context.Context, errOut io.Writer) error {
 	if s.loc, err = store.Parse(cfg.Store); err != nil {
 		return err
 	}
-	so := &store.StateOptions{DataDir: cfg.Data, Logger: logger,
+	so := &store.StateOptions{DataDir: cfg.Data, Logger: logger, StateStore: stateStoreOptions(cfg),
 		RateLimit: pgratelimit.Rate{PerSecond: cfg.RateLimit.PerSecond, Burst: cfg.RateLimit.Burst}}
 	if s.loc.Kind == store.KindPostgres {
 		// Replicas recognise their own claims by name; a gateway alone on
@@ -395,6 +397,9 @@ func (s *server) open(ctx context.Context, errOut io.Writer) error {
 			return fmt.Errorf("handlers.%s: %w", name, err)
 		}
 		s.headers[name], _ = h.HeaderValues() // newHandler resolved them
+	}
+	if err := s.openState(); err != nil {
+		return err
 	}
 	grants, callbacks := senderGrants(cfg.Senders)
 	// Traces: off unless the configuration or the OTEL_* variables ask.

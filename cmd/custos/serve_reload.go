@@ -132,6 +132,9 @@ func (s *server) Reload(cfg config.Config, trigger string) (restart []string, er
 		handlers[name] = nh
 		created = append(created, nh)
 	}
+	if err := s.addStateHandlers(handlers); err != nil {
+		return fail(err)
+	}
 	for name, h := range s.handlers {
 		if handlers[name] != h {
 			replaced = append(replaced, h)

@@ -111,6 +111,8 @@ type Config struct {
 	Quorum []QuorumRule `yaml:"quorum"`
 	// CertificateAuthority is the optional issuing CA for L2 (ca.go).
 	CertificateAuthority CertificateAuthority `yaml:"certificate_authority"`
+	// State serves ARSIA-State, the agents' memory (state.go).
+	State StateService `yaml:"state"`
 }
 
 // Limits bounds what the transport spends on a caller before its request
@@ -795,6 +797,7 @@ func (c *Config) Check() error {
 	}
 	errs = append(errs, c.checkQuorum()...)
 	errs = append(errs, c.checkCA()...)
+	errs = append(errs, c.checkState()...)
 	for _, err := range c.checkReviewers() {
 		bad("%v", err)
 	}

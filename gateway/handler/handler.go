@@ -95,6 +95,14 @@ type Call struct {
 	// explainability_required). The HTTP handler tells its upstream with
 	// the header ExplanationRequiredHeader: true.
 	ExplanationRequired bool
+	// Compliance is the request's compliance object as received (nil
+	// when it had none) and Timestamp its ts, for handlers whose rules
+	// depend on them (the state handler: legal basis, residency,
+	// retention, audit records). Neither enters the action digest; a
+	// call resumed after an approval carries them from the approval
+	// request's exchange extension.
+	Compliance map[string]any
+	Timestamp  string
 }
 
 // ExplanationRequiredHeader is the request header by which the HTTP
@@ -160,7 +168,35 @@ type Result struct {
 	Explanation json.RawMessage
 	// ExplanationIssue says why the upstream's explanation was dropped.
 	ExplanationIssue string
+	// Null makes the result JSON null instead of Data, which must then
+	// be empty (ARSIA-State: GET of a key that does not exist).
+	Null bool
+	// Audit, when set, is added to the details of the call's execution
+	// record in the audit log (the state handler's ARSIA-State audit
+	// record). It must not hold secrets or personal data.
+	Audit map[string]any
 }
+
+// ARSIAError is a handler failure answered to the sender as its ARSIA
+// error, code, description and details as they are (a state conflict's
+// {current_version, expected_version}), instead of the generic words of
+// its ASC status. Only handlers whose errors are written for the sender
+// (never an upstream's text) return one. Unwrap gives its ASC error
+// (arsia.Error.AsASCScope), so asc.FromError finds the status.
+type ARSIAError struct {
+	E   *arsia.Error
+	asc *asc.Error
+}
+
+// NewARSIAError returns the failure that answers e.
+func NewARSIAError(e *arsia.Error) *ARSIAError {
+	return &ARSIAError{E: e, asc: e.AsASCScope(asc.ScopeToolCall)}
+}
+
+func (e *ARSIAError) Error() string { return e.E.Error() }
+
+// Unwrap returns the ASC error reporting E.
+func (e *ARSIAError) Unwrap() error { return e.asc }
 
 // ExplanationHeader is the response header in which an HTTP upstream may
 // give the ARSIA explanation of its result, as one JSON object.
@@ -307,6 +343,13 @@ func execute(ctx context.Context, h Handler, c Call) (Result, error) {
 	res, err := h.Execute(ctx, c)
 	if err != nil {
 		return Result{}, ensureASC(err, asc.InternalError)
+	}
+	if res.Null {
+		if len(res.Data) != 0 {
+			return Result{}, asc.Errorf(asc.InternalError, asc.ScopeToolCall, "%w: a null result with data", ErrInvalidResult)
+		}
+		checkExplanation(&res)
+		return res, nil
 	}
 	if err := checkObject(res.Data, jcs.DefaultMaxSize); err != nil {
 		return Result{}, asc.Errorf(asc.InternalError, asc.ScopeToolCall, "%w: %v", ErrInvalidResult, err)
