@@ -165,6 +165,9 @@ type DecisionRecord struct {
 	// Justification is the decision's justification ("" when none);
 	// Profile the request's compliance profile.
 	Justification, Profile string
+	// Response is the reply to a question (aais.ResponseExtension; ""
+	// when none).
+	Response string
 }
 
 // NewApprovals returns the handler of
@@ -392,7 +395,8 @@ func (a *approvals) decideBody(ctx context.Context, body []byte, requestID strin
 			d.Actor = actor
 		}
 		just, _ := Justification(&d)
-		rec := DecisionRecord{Actor: d.Actor, Decision: &d, Receipt: receipt, Justification: just, Profile: RequestProfile(req)}
+		rec := DecisionRecord{Actor: d.Actor, Decision: &d, Receipt: receipt, Justification: just, Profile: RequestProfile(req),
+			Response: aais.Response(&d)}
 		if a.o.OnDecision != nil {
 			a.o.OnDecision(ctx, rec)
 		}
@@ -540,6 +544,10 @@ type HistoryEntry struct {
 	RuleID        string      `json:"rule_id,omitempty"`
 	// Because says why the rule approved it (aais.RuleExtension).
 	Because []string `json:"because,omitempty"`
+	// Question is the prompt of a request that asked a question
+	// (aais.Question), Response the reply the reviewer gave.
+	Question string `json:"question,omitempty"`
+	Response string `json:"response,omitempty"`
 	// SupersededBy is the request that replaced this one when a reviewer
 	// edited its arguments (outcome cancelled).
 	SupersededBy string `json:"superseded_by,omitempty"`

@@ -210,7 +210,8 @@ func historyEntry(req *aais.Request, m *aais.Message) HistoryEntry {
 	e := HistoryEntry{RequestID: res.RequestID, Outcome: res.Outcome, EffectiveScope: res.EffectiveScope,
 		Message: res.Message, ResolvedAt: res.ResolvedAt.String(), Sequence: m.Sequence, SupersededBy: supersededBy(res),
 		ActionKind: req.Action.Kind(), ActionName: req.Action.Name(), Summary: req.Action.Summary(), Profile: aais.ProfileOf(req),
-		Agent: req.Origin.AgentID, Risk: req.Risk.Level}
+		Agent: req.Origin.AgentID, Risk: req.Risk.Level, Response: aais.ResponseOf(res)}
+	e.Question, _ = aais.Question(req)
 	if actor, words, ok := aais.DecidedBy(res); ok {
 		e.Actor, e.Justification = &actor, words
 	} else if raw, ok := res.Extensions[aais.RuleExtension]; ok {

@@ -253,6 +253,11 @@ func (p *Policy) check(actor aais.Actor, req *aais.Request, d *aais.Decision) *f
 	if err != nil {
 		return &failure{http.StatusBadRequest, asc.InvalidRequest, err.Error()}
 	}
+	if err := aais.CheckResponse(req, d); err != nil {
+		// A question approved without a reply, or a reply where none
+		// belongs: nothing is decided.
+		return &failure{http.StatusUnprocessableEntity, asc.InvalidRequest, strings.TrimPrefix(err.Error(), aais.ErrInvalid.Error()+": ") + "."}
+	}
 	if d.Decision == aais.Approve && perm.JustificationRequired && just == "" {
 		return &failure{http.StatusUnprocessableEntity, asc.InvalidRequest,
 			fmt.Sprintf("Profile %s requires a justification for an approval (decision extension %s).", perm.Profile, JustificationExtension)}

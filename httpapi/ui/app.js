@@ -192,6 +192,14 @@
     location.hash = "#/request/" + encodeURIComponent(id);
   }
 
+  // questionOf is the prompt of a request that asks a question
+  // (extension custos.dev/question) rather than permission, or "".
+  function questionOf(req) {
+    const x = req.extensions && req.extensions["custos.dev/question"];
+    if (!x || typeof x !== "object") return "";
+    return typeof x.prompt === "string" && x.prompt ? x.prompt : req.action.summary;
+  }
+
   function profileOf(req) {
     const x = req.extensions && req.extensions["custos.dev/exchange"];
     return x && typeof x.profile === "string" ? x.profile : "";
@@ -429,6 +437,7 @@
       el("div", { class: "item-meta" },
         el("span", { class: "risk risk-" + risk.level, title: "risk: " + riskWhy(risk) }, risk.level),
         el("span", { class: "mono" }, a.name),
+        questionOf(r) ? el("span", { class: "tag" }, "question") : null,
         supersedesOf(r) ? el("span", { class: "tag" }, "edited by " + supersedesOf(r).proposed_by.id) : null,
         profile ? el("span", {}, profile) : null,
         quorumOf(r) ? el("span", { class: "tag", "data-quorum": r.id }, quorumLine(r)) : null,
@@ -741,8 +750,40 @@
         el("p", {}, scopeWords[key] || (c.decision + ", scope " + c.scope)),
         cons.length ? el("p", {}, "Conditions: " + cons.join("; ") + ".") : null));
     }
+    const prompt = questionOf(req);
+    if (prompt) permBox.append(replyForm(req, perm, just, result));
     permBox.append(choices, result);
     if (perm.edit) permBox.append(editForm(req, perm, profile));
+  }
+
+  // ---- respond: a reply to a question ----
+  // replyForm answers a request that asks a question: the reply is an
+  // approval carrying custos.dev/response, through the decision endpoint
+  // and its policy; the receipt carries it to the agent.
+  function replyForm(req, perm, just, result) {
+    const text = el("textarea", { id: "response", maxlength: "4000", "aria-describedby": "response-hint" });
+    const send = el("button", { type: "submit", id: "respond-submit", disabled: perm.decide && perm.approve ? null : true }, "Send reply");
+    const form = el("form", { id: "respond-form", class: "choice", novalidate: true },
+      el("p", { class: "notice", id: "question-prompt" }, "The agent asks: " + questionOf(req)),
+      el("div", { class: "field" }, el("label", { for: "response" }, "Your reply"), text,
+        el("p", { class: "hint", id: "response-hint" }, "The agent receives it with the receipt; it is recorded with your decision.")),
+      send);
+    form.addEventListener("submit", async (ev) => {
+      ev.preventDefault();
+      const reply = text.value.trim();
+      if (!reply) { result.className = "error"; result.textContent = "Write a reply first."; text.focus(); return; }
+      if (just.required && !just.value.trim()) { result.className = "error"; result.textContent = "Write a justification first."; just.focus(); return; }
+      const choice = req.choices.find((c) => c.decision === "approve" && c.scope === "once");
+      if (!choice) { result.className = "error"; result.textContent = "This request offers no reply (approve once)."; return; }
+      send.disabled = true;
+      const r = await postDecision(req, choice, just.value.trim(), { "custos.dev/response": reply });
+      const o = outcomeOf(r);
+      result.className = o.good ? "notice good" : "error";
+      result.textContent = visible(o.good ? "Reply sent. " + o.text : o.text);
+      if (!o.good) send.disabled = false;
+      else { state.drafts.delete(req.id); announce("Reply sent"); }
+    });
+    return form;
   }
 
   // ---- edit, then approve ----
@@ -874,6 +915,8 @@
       tb.append(el("tr", { "data-request": h.request_id },
         el("td", {}, el("div", { class: "mono" }, h.action_name || h.request_id), el("div", { class: "muted" }, h.summary || ""),
           h.justification ? el("div", { class: "muted" }, "Justification: " + h.justification) : null,
+          h.question ? el("div", { class: "muted" }, "Asked: " + h.question) : null,
+          h.response ? el("div", { class: "muted", "data-response": h.request_id }, "Reply: " + h.response) : null,
           h.because && h.because.length ? el("details", { class: "because" }, el("summary", {}, "Matched because…"),
             el("ul", {}, ...h.because.map((b) => el("li", {}, b)))) : null),
         el("td", { class: "outcome-" + (h.superseded_by ? "superseded" : h.outcome) },
