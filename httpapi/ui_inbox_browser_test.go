@@ -1,11 +1,13 @@
 package httpapi
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 
@@ -269,4 +271,55 @@ func TestBrowserHistorySearch(t *testing.T) {
 	page.WaitFor("the error", `document.getElementById("history-error").textContent.includes("since: must be before until")`)
 	page.Step("clear", chromedp.Click(chromedp.CSS("#hs-reset")))
 	page.WaitFor("the latest again", `document.querySelectorAll("#history-body tr").length === 15 && document.getElementById("history-error").textContent === ""`)
+}
+
+// A question is answered with a reply the receipt carries; a bulk approval
+// of it is refused, since an approval of a question needs a reply.
+func TestBrowserRespond(t *testing.T) {
+	if testing.Short() {
+		t.Skip("browser test in -short mode")
+	}
+	e := newSessionEnv(t, false)
+	e.gwRequest(t, "q0", "billing.refund", "MIFID-II", "agent:acme.advisor") // a plain one beside it
+	now := e.clock.Now()
+	ask, err := aais.NewRequest(aais.RequestParams{ID: "apr_q1", CreatedAt: now, ExpiresAt: now.Add(time.Hour),
+		Origin: aais.Origin{Harness: "custos", SessionID: "agent:acme.advisor", AgentID: "agent:acme.advisor"},
+		Action: json.RawMessage(`{"kind":"agent.question","name":"billing.refund.account","summary":"Ask which account","arguments":{}}`),
+		Risk:   aais.Risk{Level: aais.RiskLow, Reasons: []string{"A question"}},
+		Choices: []aais.Choice{{Decision: aais.Approve, Scope: aais.ScopeOnce, Label: "Reply"},
+			{Decision: aais.Deny, Scope: aais.ScopeOnce, Label: "Decline"}},
+		Extensions: aais.Extensions{
+			ExchangeExtension:      json.RawMessage(`{"exchange_id":"x_q1","sender":"agent:acme.advisor","message_id":"m_q1","payload_type":"com.example/q","profile":"MIFID-II"}`),
+			aais.QuestionExtension: json.RawMessage(`{"prompt":"Which account should the refund of INV-2291 go to?"}`)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := e.auth.Create(t.Context(), ask); err != nil {
+		t.Fatal(err)
+	}
+	page := signInBob(t, e)
+	page.WaitFor("the snapshot", `document.querySelectorAll("#pending-list button.item").length === 2`)
+	if s := page.Text(`document.querySelector('#pending-list [data-request="apr_q1"]').innerText`); !strings.Contains(s, "question") {
+		t.Errorf("the list does not mark the question: %q", s)
+	}
+	page.Step("bulk-approve the question", chromedp.Click(chromedp.CSS(`[data-select="apr_q1"]`)),
+		chromedp.SendKeys(chromedp.CSS("#bulk-justification"), "ok"), chromedp.Click(chromedp.CSS("#bulk-approve")))
+	page.WaitFor("its refusal", `(document.querySelector('#bulk-results [data-result="apr_q1"]') || {textContent: ""}).textContent.includes("asks a question")`)
+	if !e.pending(t, "apr_q1") {
+		t.Fatal("a question was approved without a reply")
+	}
+	page.Step("open it", chromedp.Click(chromedp.CSS(`#pending-list [data-request="apr_q1"]`)))
+	page.WaitFor("the reply form", `document.getElementById("respond-form") !== null`)
+	if s := page.Text(`document.getElementById("question-prompt").textContent`); !strings.Contains(s, "Which account should the refund of INV-2291 go to?") {
+		t.Errorf("prompt shown: %q", s)
+	}
+	page.Step("reply", chromedp.SendKeys(chromedp.CSS("#response"), "The account ending 3704."),
+		chromedp.SendKeys(chromedp.CSS("#justification"), "Confirmed with the customer"),
+		chromedp.Click(chromedp.CSS("#respond-submit")))
+	page.WaitFor("the reply sent", `document.getElementById("detail-pane").innerText.includes("Outcome: approved") || document.getElementById("decision-result").textContent.includes("Reply sent")`)
+	st, err := e.store.RequestState(t.Context(), "apr_q1")
+	if err != nil || st.Resolution == nil || aais.ResponseOf(st.Resolution.Event.Resolution) != "The account ending 3704." {
+		t.Fatalf("the receipt does not carry the reply: %v", err)
+	}
+	page.WaitFor("the history", `(document.querySelector('#history-body [data-response="apr_q1"]') || {textContent: ""}).textContent.includes("3704")`)
 }
