@@ -60,6 +60,8 @@ const JustificationExtension = "custos.dev/justification"
 type decidedBy struct {
 	Actor         Actor  `json:"actor"`
 	Justification string `json:"justification,omitempty"`
+	// Response is the reviewer's reply to a question (ResponseExtension).
+	Response string `json:"response,omitempty"`
 }
 
 // Justification returns the decision's JustificationExtension, "" when
@@ -589,7 +591,7 @@ func (a *Authority) resolutionWith(req *Request, d *Decision, o Outcome, now tim
 	if d != nil {
 		// The store keeps receipts, not decisions: the receipt says who
 		// decided, as the authenticated channel established it.
-		ext, err := json.Marshal(decidedBy{Actor: d.Actor, Justification: Justification(d)})
+		ext, err := json.Marshal(decidedBy{Actor: d.Actor, Justification: Justification(d), Response: Response(d)})
 		if err != nil {
 			return ResolutionRecord{}, err
 		}

@@ -16,7 +16,6 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -166,6 +165,9 @@ type DecisionRecord struct {
 	// Justification is the decision's justification ("" when none);
 	// Profile the request's compliance profile.
 	Justification, Profile string
+	// Response is the reply to a question (aais.ResponseExtension; ""
+	// when none).
+	Response string
 }
 
 // NewApprovals returns the handler of
@@ -393,7 +395,8 @@ func (a *approvals) decideBody(ctx context.Context, body []byte, requestID strin
 			d.Actor = actor
 		}
 		just, _ := Justification(&d)
-		rec := DecisionRecord{Actor: d.Actor, Decision: &d, Receipt: receipt, Justification: just, Profile: RequestProfile(req)}
+		rec := DecisionRecord{Actor: d.Actor, Decision: &d, Receipt: receipt, Justification: just, Profile: RequestProfile(req),
+			Response: aais.Response(&d)}
 		if a.o.OnDecision != nil {
 			a.o.OnDecision(ctx, rec)
 		}
@@ -541,72 +544,17 @@ type HistoryEntry struct {
 	RuleID        string      `json:"rule_id,omitempty"`
 	// Because says why the rule approved it (aais.RuleExtension).
 	Because []string `json:"because,omitempty"`
+	// Question is the prompt of a request that asked a question
+	// (aais.Question), Response the reply the reviewer gave.
+	Question string `json:"question,omitempty"`
+	Response string `json:"response,omitempty"`
 	// SupersededBy is the request that replaced this one when a reviewer
 	// edited its arguments (outcome cancelled).
 	SupersededBy string `json:"superseded_by,omitempty"`
-}
-
-// historyWindow is how many of the latest events history looks at.
-const historyWindow = 2000
-
-// history answers the latest resolutions, newest first (?limit=, 50 by
-// default, at most 200).
-func (a *approvals) history(w http.ResponseWriter, r *http.Request) {
-	limit := 50
-	if v := r.URL.Query().Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 200 {
-			problem(w, asc.InvalidRequest, http.StatusBadRequest, "limit: want 1 to 200.")
-			return
-		}
-		limit = n
-	}
-	ctx := r.Context()
-	head, err := a.o.Store.EventsAfter(ctx, aais.MaxSequence, 1)
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	after := uint64(0)
-	if head.Latest > historyWindow {
-		after = head.Latest - historyWindow
-	}
-	page, err := a.o.Store.EventsAfter(ctx, max(after, head.CompactedThrough), 0)
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	entries := []HistoryEntry{}
-	for i := len(page.Events) - 1; i >= 0 && len(entries) < limit; i-- {
-		m := page.Events[i]
-		if m.Type != aais.TypeResolved {
-			continue
-		}
-		res := m.Resolution
-		e := HistoryEntry{RequestID: res.RequestID, Outcome: res.Outcome, EffectiveScope: res.EffectiveScope,
-			Message: res.Message, ResolvedAt: res.ResolvedAt.String(), Sequence: m.Sequence, SupersededBy: supersededBy(res)}
-		if st, err := a.o.Authority.State(ctx, res.RequestID); err == nil {
-			req := st.Request.Event.Request
-			e.ActionKind, e.ActionName, e.Summary, e.Profile = req.Action.Kind(), req.Action.Name(), req.Action.Summary(), RequestProfile(req)
-		}
-		if actor, words, ok := aais.DecidedBy(res); ok {
-			e.Actor, e.Justification = &actor, words
-		} else if raw, ok := res.Extensions[aais.RuleExtension]; ok {
-			var ref struct {
-				RuleID     string   `json:"rule_id"`
-				ApprovedBy string   `json:"approved_by"`
-				Because    []string `json:"because"`
-			}
-			if json.Unmarshal(raw, &ref) == nil {
-				e.RuleID, e.Because = ref.RuleID, ref.Because
-				if ref.ApprovedBy != "" {
-					e.Actor = &aais.Actor{ID: ref.ApprovedBy, Type: aais.ActorHuman}
-				}
-			}
-		}
-		entries = append(entries, e)
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"as_of_sequence": page.Latest, "resolved": entries})
+	// Agent is the requesting agent (origin.agent_id); Risk the
+	// request's risk level.
+	Agent string         `json:"agent,omitempty"`
+	Risk  aais.RiskLevel `json:"risk,omitempty"`
 }
 
 // rules answers every remembered approval (rule), revoked and expired

@@ -214,6 +214,22 @@ func (p *Policy) permission(actor aais.Actor, s subject) Permission {
 	return perm
 }
 
+// mayView reports whether actor may see the resolution res of req in the
+// history: every reviewer may when the policy has no roles; otherwise the
+// reviewer who decided it, and whoever holds a role that covers the
+// request.
+func (p *Policy) mayView(actor aais.Actor, req *aais.Request, res *aais.Resolution) bool {
+	p = p.current()
+	if p == nil || len(p.Roles) == 0 || (actor.ID != "" && aais.ReviewerOf(res) == actor.ID) {
+		return true
+	}
+	capability, profile := req.Action.Name(), RequestProfile(req)
+	return slices.ContainsFunc(p.Grants[actor.ID], func(name string) bool {
+		r, ok := p.Roles[name]
+		return ok && r.covers(capability, profile)
+	})
+}
+
 // Check is the policy check for bindings outside this package (AG-UI): nil
 // when actor may make decision d on req, otherwise an error saying why
 // (its ASC code is PERMISSION_DENIED or INVALID_REQUEST).
@@ -236,6 +252,11 @@ func (p *Policy) check(actor aais.Actor, req *aais.Request, d *aais.Decision) *f
 	just, err := Justification(d)
 	if err != nil {
 		return &failure{http.StatusBadRequest, asc.InvalidRequest, err.Error()}
+	}
+	if err := aais.CheckResponse(req, d); err != nil {
+		// A question approved without a reply, or a reply where none
+		// belongs: nothing is decided.
+		return &failure{http.StatusUnprocessableEntity, asc.InvalidRequest, strings.TrimPrefix(err.Error(), aais.ErrInvalid.Error()+": ") + "."}
 	}
 	if d.Decision == aais.Approve && perm.JustificationRequired && just == "" {
 		return &failure{http.StatusUnprocessableEntity, asc.InvalidRequest,

@@ -103,6 +103,7 @@ func Run(t *testing.T, b Backend) {
 		{"PersistentRuleByPolicy", testPersistentRuleByPolicy},
 		{"PolicyChangedBeforeDecision", testPolicyChangedBeforeDecision},
 		{"RevokeRacesMatchingRequests", testRevokeRace},
+		{"HistorySearch", testHistorySearch},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

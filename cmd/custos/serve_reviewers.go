@@ -94,7 +94,7 @@ func newReviewerSurfaces(cfg config.Config, auth *aais.Authority, st aais.Store,
 			}
 			logger.InfoContext(ctx, "approval decided", "request", d.Decision.RequestID, "decision", d.Decision.Decision,
 				"scope", d.Decision.Scope, "outcome", outcome, "actor", d.Actor.ID,
-				"authenticated_by", d.Actor.AuthenticatedBy, "profile", d.Profile, "justification", d.Justification)
+				"authenticated_by", d.Actor.AuthenticatedBy, "profile", d.Profile, "justification", d.Justification, "response", d.Response)
 		}}
 	approvals, err := httpapi.NewApprovals(ao)
 	if err != nil {

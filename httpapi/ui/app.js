@@ -18,6 +18,10 @@
     stream: "web-" + hex(6),
     nextSeq: 1,
     drafts: new Map(), // request id -> justification being written
+    selected: new Set(), // request ids chosen for a bulk decision
+    shown: [],         // ids of the pending requests the filters let through, in list order
+    search: "",        // the history search's query string ("" = the latest)
+    next: "",          // the history's next_cursor
   };
 
   // ---- helpers ----
@@ -188,6 +192,14 @@
     location.hash = "#/request/" + encodeURIComponent(id);
   }
 
+  // questionOf is the prompt of a request that asks a question
+  // (extension custos.dev/question) rather than permission, or "".
+  function questionOf(req) {
+    const x = req.extensions && req.extensions["custos.dev/question"];
+    if (!x || typeof x !== "object") return "";
+    return typeof x.prompt === "string" && x.prompt ? x.prompt : req.action.summary;
+  }
+
   function profileOf(req) {
     const x = req.extensions && req.extensions["custos.dev/exchange"];
     return x && typeof x.profile === "string" ? x.profile : "";
@@ -336,7 +348,7 @@
       state.pending.delete(res.request_id);
       renderList();
       if (state.open === res.request_id) renderDetail();
-      loadHistory();
+      if (!state.search) loadHistory();
       loadRules();
     }
   }
@@ -372,12 +384,46 @@
     }
   }
 
+  // ---- the pending list: filters (on the snapshot), selection ----
+  // passes reports whether request r gets through the filters.
+  function passes(r) {
+    const text = $("filter-text").value.trim().toLowerCase();
+    const prof = $("filter-profile").value;
+    const risk = $("filter-risk").value;
+    const age = Number($("filter-age").value || 0);
+    if (text && !(r.action.name.toLowerCase().includes(text) || (r.origin.agent_id || "").toLowerCase().includes(text))) return false;
+    if (prof && profileOf(r) !== (prof === "-" ? "" : prof)) return false;
+    if (risk && riskOf(r).level !== risk) return false;
+    if (age && Date.now() - new Date(r.created_at) < age * 1000) return false;
+    return true;
+  }
+
+  // profileOptions keeps the profile filter's options those of the
+  // requests pending (and the one chosen).
+  function profileOptions(reqs) {
+    const sel = $("filter-profile");
+    const want = new Set(reqs.map((r) => profileOf(r) || "-"));
+    if (sel.value) want.add(sel.value);
+    const have = Array.from(sel.options).slice(1).map((o) => o.value);
+    const list = Array.from(want).sort();
+    if (have.join("\n") === list.join("\n")) return;
+    const keep = sel.value;
+    while (sel.options.length > 1) sel.remove(1);
+    for (const p of list) sel.append(el("option", { value: p }, p === "-" ? "no profile" : p));
+    sel.value = keep;
+  }
+
   function renderList() {
     const list = $("pending-list");
     clear(list);
-    const reqs = Array.from(state.pending.values()).sort((a, b) => (a.created_at < b.created_at ? -1 : 1));
-    $("pending-count").textContent = String(reqs.length);
-    $("pending-empty").hidden = reqs.length > 0;
+    const all = Array.from(state.pending.values()).sort((a, b) => (a.created_at < b.created_at ? -1 : 1));
+    for (const id of state.selected) if (!state.pending.has(id)) state.selected.delete(id);
+    profileOptions(all);
+    const reqs = all.filter(passes);
+    state.shown = reqs.map((r) => r.id);
+    $("pending-count").textContent = String(all.length);
+    $("pending-empty").hidden = all.length > 0;
+    $("pending-shown").textContent = all.length && reqs.length !== all.length ? reqs.length + " of " + all.length + " shown (filtered)" : "";
     for (const r of reqs) {
       const a = r.action;
       const profile = profileOf(r);
@@ -391,14 +437,130 @@
       el("div", { class: "item-meta" },
         el("span", { class: "risk risk-" + risk.level, title: "risk: " + riskWhy(risk) }, risk.level),
         el("span", { class: "mono" }, a.name),
+        questionOf(r) ? el("span", { class: "tag" }, "question") : null,
         supersedesOf(r) ? el("span", { class: "tag" }, "edited by " + supersedesOf(r).proposed_by.id) : null,
         profile ? el("span", {}, profile) : null,
         quorumOf(r) ? el("span", { class: "tag", "data-quorum": r.id }, quorumLine(r)) : null,
         el("span", {}, "from " + (r.origin.agent_id || r.origin.session_id)),
         countdown(r.expires_at)));
-      list.append(el("li", {}, b));
+      const box = el("input", { type: "checkbox", "data-select": r.id, "aria-label": "Select " + a.name + " (" + r.id + ")",
+        onchange: (ev) => { if (ev.target.checked) state.selected.add(r.id); else state.selected.delete(r.id); renderBulk(); } });
+      box.checked = state.selected.has(r.id);
+      list.append(el("li", { class: "pending-row" }, box, b));
     }
+    renderBulk();
   }
+
+  function renderBulk() {
+    $("bulk-bar").hidden = state.selected.size === 0;
+    $("bulk-count").textContent = String(state.selected.size);
+  }
+
+  for (const id of ["filter-text", "filter-profile", "filter-risk", "filter-age"]) {
+    $(id).addEventListener("input", () => renderList());
+  }
+  $("pending-filters").addEventListener("submit", (ev) => ev.preventDefault());
+  $("bulk-clear").addEventListener("click", () => { state.selected.clear(); renderList(); });
+  $("bulk-approve").addEventListener("click", () => bulkDecide("approve"));
+  $("bulk-deny").addEventListener("click", () => bulkDecide("deny"));
+
+  // postDecision posts one approval.decided for req through the one
+  // decision endpoint: the policy (roles, separation of duties,
+  // justification, quorum) runs on it as on any other decision.
+  function postDecision(req, choice, text, extra) {
+    const now = new Date().toISOString();
+    const decision = {
+      id: "dec_" + hex(16), request_id: req.id, action_digest: req.action_digest, decided_at: now,
+      decision: choice.decision, scope: choice.scope,
+      // The server records the signed-in reviewer, whatever this says.
+      actor: { id: state.me.actor.id, type: "human" },
+    };
+    const ext = Object.assign({}, extra || {});
+    if (text) ext["custos.dev/justification"] = text;
+    if (Object.keys(ext).length) decision.extensions = ext;
+    const env = { aais: "1.0", type: "approval.decided", id: "evt_" + hex(16), occurred_at: now,
+      sequence: state.nextSeq++, stream: state.stream, decision };
+    return api("POST", "/approvals/" + encodeURIComponent(req.id) + "/decisions", env);
+  }
+
+  // outcomeOf says what one decision's answer came to: {good, text}.
+  function outcomeOf(r) {
+    if (r.ok && r.data && r.data.type === "approval.activity") return { good: true, text: "vote recorded: " + r.data.activity.message };
+    if (r.data && r.data.resolution) {
+      const res = r.data.resolution;
+      if (r.ok) state.resolved.set(res.request_id, res);
+      return { good: r.ok && (res.outcome === "approved" || res.outcome === "denied"), text: res.outcome + ": " + res.message };
+    }
+    return { good: false, text: "refused: " + problemText(r) };
+  }
+
+  // bulkDecide decides every selected request, one decision each, and
+  // reports each one's result: some may be refused.
+  async function bulkDecide(verdict) {
+    const ids = Array.from(state.selected).filter((id) => state.pending.has(id));
+    if (!ids.length) return;
+    const text = $("bulk-justification").value.trim();
+    const out = $("bulk-results");
+    clear(out);
+    for (const b of $("bulk-bar").querySelectorAll("button")) b.disabled = true;
+    let good = 0;
+    for (const id of ids) {
+      const req = state.pending.get(id);
+      const line = (ok, msg) => {
+        out.append(el("li", { class: ok ? "good" : "bad", "data-result": id }, (req ? req.action.name + " " : "") + "(" + id + "): " + msg));
+        if (ok) good++;
+      };
+      if (!req) { line(false, "no longer pending"); continue; }
+      const choice = req.choices.find((c) => c.decision === verdict && c.scope === "once");
+      if (!choice) { line(false, "not sent: the request does not offer " + verdict + " once"); continue; }
+      let r;
+      try { r = await postDecision(req, choice, text); } catch (e) { line(false, "the server could not be reached"); continue; }
+      const o = outcomeOf(r);
+      line(o.good, o.text);
+      if (o.good) state.selected.delete(id);
+    }
+    for (const b of $("bulk-bar").querySelectorAll("button")) b.disabled = false;
+    announce(good + " of " + ids.length + " decided; see the results.");
+    renderList();
+  }
+
+  // ---- keyboard shortcuts: never while typing ----
+  function typing(t) {
+    return !!t && (t.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(t.tagName));
+  }
+  function move(by) {
+    const ids = state.shown;
+    if (!ids.length) return;
+    let i = ids.indexOf(state.open);
+    i = i < 0 ? (by > 0 ? 0 : ids.length - 1) : Math.min(ids.length - 1, Math.max(0, i + by));
+    openRequest(ids[i]);
+  }
+  function pressChoice(decision) {
+    const b = document.querySelector('#detail-body button[data-decision="' + decision + '"][data-scope="once"]');
+    if (b && !b.disabled) b.click();
+    else announce("No " + decision + " once for the open request.");
+  }
+  document.addEventListener("keydown", (ev) => {
+    if (!state.me || ev.ctrlKey || ev.metaKey || ev.altKey || ev.isComposing) return;
+    if (ev.key === "Escape" && typing(ev.target)) { ev.target.blur(); return; }
+    if (typing(ev.target) || $("keys-help").open) return;
+    switch (ev.key) {
+      case "j": move(1); break;
+      case "k": move(-1); break;
+      case "x":
+        if (state.open && state.pending.has(state.open)) {
+          if (state.selected.has(state.open)) state.selected.delete(state.open); else state.selected.add(state.open);
+          renderList();
+        }
+        break;
+      case "a": pressChoice("approve"); break;
+      case "d": pressChoice("deny"); break;
+      case "/": $("filter-text").focus(); break;
+      case "?": $("keys-help").showModal(); break;
+      default: return;
+    }
+    ev.preventDefault();
+  });
 
   // ---- routing ----
   function route() {
@@ -588,8 +750,40 @@
         el("p", {}, scopeWords[key] || (c.decision + ", scope " + c.scope)),
         cons.length ? el("p", {}, "Conditions: " + cons.join("; ") + ".") : null));
     }
+    const prompt = questionOf(req);
+    if (prompt) permBox.append(replyForm(req, perm, just, result));
     permBox.append(choices, result);
     if (perm.edit) permBox.append(editForm(req, perm, profile));
+  }
+
+  // ---- respond: a reply to a question ----
+  // replyForm answers a request that asks a question: the reply is an
+  // approval carrying custos.dev/response, through the decision endpoint
+  // and its policy; the receipt carries it to the agent.
+  function replyForm(req, perm, just, result) {
+    const text = el("textarea", { id: "response", maxlength: "4000", "aria-describedby": "response-hint" });
+    const send = el("button", { type: "submit", id: "respond-submit", disabled: perm.decide && perm.approve ? null : true }, "Send reply");
+    const form = el("form", { id: "respond-form", class: "choice", novalidate: true },
+      el("p", { class: "notice", id: "question-prompt" }, "The agent asks: " + questionOf(req)),
+      el("div", { class: "field" }, el("label", { for: "response" }, "Your reply"), text,
+        el("p", { class: "hint", id: "response-hint" }, "The agent receives it with the receipt; it is recorded with your decision.")),
+      send);
+    form.addEventListener("submit", async (ev) => {
+      ev.preventDefault();
+      const reply = text.value.trim();
+      if (!reply) { result.className = "error"; result.textContent = "Write a reply first."; text.focus(); return; }
+      if (just.required && !just.value.trim()) { result.className = "error"; result.textContent = "Write a justification first."; just.focus(); return; }
+      const choice = req.choices.find((c) => c.decision === "approve" && c.scope === "once");
+      if (!choice) { result.className = "error"; result.textContent = "This request offers no reply (approve once)."; return; }
+      send.disabled = true;
+      const r = await postDecision(req, choice, just.value.trim(), { "custos.dev/response": reply });
+      const o = outcomeOf(r);
+      result.className = o.good ? "notice good" : "error";
+      result.textContent = visible(o.good ? "Reply sent. " + o.text : o.text);
+      if (!o.good) send.disabled = false;
+      else { state.drafts.delete(req.id); announce("Reply sent"); }
+    });
+    return form;
   }
 
   // ---- edit, then approve ----
@@ -670,17 +864,7 @@
       return;
     }
     for (const b of choices.querySelectorAll("button")) b.disabled = true;
-    const now = new Date().toISOString();
-    const decision = {
-      id: "dec_" + hex(16), request_id: req.id, action_digest: req.action_digest, decided_at: now,
-      decision: choice.decision, scope: choice.scope,
-      // The server records the signed-in reviewer, whatever this says.
-      actor: { id: state.me.actor.id, type: "human" },
-    };
-    if (text) decision.extensions = { "custos.dev/justification": text };
-    const env = { aais: "1.0", type: "approval.decided", id: "evt_" + hex(16), occurred_at: now,
-      sequence: state.nextSeq++, stream: state.stream, decision };
-    const r = await api("POST", "/approvals/" + encodeURIComponent(req.id) + "/decisions", env);
+    const r = await postDecision(req, choice, text);
     if (r.ok && r.data && r.data.type === "approval.activity") {
       // A vote towards a quorum: recorded, the request is still pending.
       state.drafts.delete(req.id);
@@ -704,20 +888,35 @@
   }
 
   // ---- history and rules ----
-  async function loadHistory() {
-    const r = await api("GET", "/approvals/history?limit=50");
-    if (!r.ok) return;
+  // loadHistory shows the first page of the history search (the latest
+  // resolutions when there is none); more appends the next page.
+  async function loadHistory(more) {
+    const q = new URLSearchParams(state.search);
+    if (!q.has("limit")) q.set("limit", "50");
+    if (more) q.set("cursor", state.next);
+    const r = await api("GET", "/approvals/history?" + q.toString());
+    if (!r.ok) {
+      $("history-error").textContent = visible(problemText(r));
+      return;
+    }
+    $("history-error").textContent = "";
     const rows = r.data.resolved || [];
+    state.next = r.data.next_cursor || "";
+    $("history-more").hidden = !state.next;
     const tb = $("history-body");
-    clear(tb);
-    $("history-empty").hidden = rows.length > 0;
-    $("history-table").hidden = rows.length === 0;
+    if (!more) clear(tb);
+    const total = tb.children.length + rows.length;
+    $("history-empty").textContent = state.search ? "No resolution matches this search." : "No request has been resolved yet.";
+    $("history-empty").hidden = total > 0;
+    $("history-table").hidden = total === 0;
     for (const h of rows) {
       const who = h.actor ? (h.actor.display_name || h.actor.id) + (h.actor.authenticated_by ? " (" + h.actor.authenticated_by + ")" : "")
         : (h.rule_id ? "remembered rule" : "—");
       tb.append(el("tr", { "data-request": h.request_id },
         el("td", {}, el("div", { class: "mono" }, h.action_name || h.request_id), el("div", { class: "muted" }, h.summary || ""),
           h.justification ? el("div", { class: "muted" }, "Justification: " + h.justification) : null,
+          h.question ? el("div", { class: "muted" }, "Asked: " + h.question) : null,
+          h.response ? el("div", { class: "muted", "data-response": h.request_id }, "Reply: " + h.response) : null,
           h.because && h.because.length ? el("details", { class: "because" }, el("summary", {}, "Matched because…"),
             el("ul", {}, ...h.because.map((b) => el("li", {}, b)))) : null),
         el("td", { class: "outcome-" + (h.superseded_by ? "superseded" : h.outcome) },
@@ -736,9 +935,31 @@
     // An approved call runs after the decision: look again until it has.
     const xs = await Promise.all(checks);
     if (xs.some((x) => x && !x.final) && !state.historyAgain) {
-      state.historyAgain = setTimeout(() => { state.historyAgain = null; loadHistory(); }, 1500);
+      state.historyAgain = setTimeout(() => { state.historyAgain = null; if (!state.search) loadHistory(); }, 1500);
     }
   }
+
+  // The search form: since and until are local times, sent as RFC 3339.
+  $("history-search").addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    const q = new URLSearchParams();
+    for (const f of ["agent", "capability", "reviewer", "profile", "outcome", "risk"]) {
+      const v = $("hs-" + f).value.trim();
+      if (v) q.set(f, v);
+    }
+    for (const f of ["since", "until"]) {
+      const v = $("hs-" + f).value;
+      if (!v) continue;
+      const d = new Date(v);
+      if (isNaN(d)) { $("history-error").textContent = f + ": not a date and time."; return; }
+      q.set(f, d.toISOString());
+    }
+    if ($("hs-limit").value !== "50") q.set("limit", $("hs-limit").value);
+    state.search = q.toString();
+    loadHistory();
+  });
+  $("history-search").addEventListener("reset", () => { state.search = ""; setTimeout(() => loadHistory(), 0); });
+  $("history-more").addEventListener("click", () => loadHistory(true));
 
   async function loadRules() {
     const r = await api("GET", "/approvals/rules");
