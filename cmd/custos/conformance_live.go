@@ -168,17 +168,17 @@ func (q *qualifiedProvider) issue(agent string, pub ed25519.PublicKey) ([]string
 
 // liveTarget is the running gateway and the agents the runner plays.
 type liveTarget struct {
-	ctx           context.Context
-	base, token   string
-	signer        sig.Signer
-	kid           string
-	l2, l3        *livePeer
-	qtsp          *qualifiedProvider
-	http          *http.Client
-	stop          func() error
-	cleanup       []func()
-	gdpr          map[string]any
-	dir           string
+	ctx         context.Context
+	base, token string
+	signer      sig.Signer
+	kid         string
+	l2, l3      *livePeer
+	qtsp        *qualifiedProvider
+	http        *http.Client
+	stop        func() error
+	cleanup     []func()
+	gdpr        map[string]any
+	dir         string
 }
 
 // startLiveTarget starts a gateway with state and the certificate
