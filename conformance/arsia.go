@@ -27,7 +27,23 @@ type ArsiaOptions struct {
 	Categories []string
 	// Level, when non-empty and not "all", keeps only cases of that level.
 	Level string
+	// Live, when set, runs the cases upstream gates behind a live service
+	// (skip_until: state-storage, certificate-authority, ...) against one:
+	// nil is a pass, an error wrapping ErrLiveUnsupported leaves the case
+	// skipped (with the error as its message), any other error fails it.
+	// Without Live those cases are skipped.
+	Live func(LiveCase) error
 }
+
+// LiveCase is a case gated behind a live service, as Live receives it.
+type LiveCase struct {
+	ID, Category, SkipUntil string
+	// Input and Expected are the case's members, as decoded from YAML.
+	Input, Expected map[string]any
+}
+
+// ErrLiveUnsupported: the live target cannot run this case.
+var ErrLiveUnsupported = errors.New("conformance: no live service for this case")
 
 // ArsiaResult is the verdict on one case, in the upstream report's shape.
 type ArsiaResult struct {
@@ -186,6 +202,10 @@ func runArsia(opts ArsiaOptions, executorFor func(category string) arsiaExecutor
 			if level != "all" && c.Level != level {
 				continue
 			}
+			if c.SkipUntil != "" && opts.Live != nil {
+				report.Results = append(report.Results, runLiveCase(opts.Live, c))
+				continue
+			}
 			report.Results = append(report.Results, runArsiaCase(env, c, executorFor(c.Category)))
 		}
 	}
@@ -204,6 +224,27 @@ func runArsia(opts ArsiaOptions, executorFor func(category string) arsiaExecutor
 	}
 	report.Summary.Total = len(report.Results)
 	return report, nil
+}
+
+// runLiveCase runs one skip-gated case through live.
+func runLiveCase(live func(LiveCase) error, c *arsiaCase) (res ArsiaResult) {
+	res = ArsiaResult{TestID: c.ID, Suite: c.Suite, Category: c.Category, SpecRef: c.SpecRef, RTMIDs: c.RTMIDs}
+	start := time.Now()
+	defer func() {
+		res.DurationMS = float64(time.Since(start).Microseconds()) / 1000
+		if p := recover(); p != nil {
+			res.Status, res.Message = "error", fmt.Sprintf("live runner raised %v", p)
+		}
+	}()
+	switch err := live(LiveCase{ID: c.ID, Category: c.Category, SkipUntil: c.SkipUntil, Input: c.Input, Expected: c.Expected}); {
+	case err == nil:
+		res.Status, res.Message = "pass", "live"
+	case errors.Is(err, ErrLiveUnsupported):
+		res.Status, res.Message = "skip", "skipped until "+c.SkipUntil+": "+err.Error()
+	default:
+		res.Status, res.Message = "fail", "live: "+err.Error()
+	}
+	return res
 }
 
 func runArsiaCase(env *arsiaEnv, c *arsiaCase, exec arsiaExecutor) (res ArsiaResult) {

@@ -25,6 +25,7 @@ func newConformanceArsiaCommand() *cobra.Command {
 		categories []string
 		jsonFile   string
 		verbose    bool
+		live       bool
 	)
 	cmd := &cobra.Command{
 		Use:   "arsia --suites DIR --shared DIR",
@@ -34,7 +35,15 @@ with the upstream test vectors, keypairs and profiles (in --shared), the way
 the reference runner does: every case dispatches on its category and
 operation, skip_until cases are reported as skipped. The last line printed is
 "arsia conformance: N passed, M failed, K skipped" (errors count as failures);
-the exit status is non-zero when any case failed or raised an error.`,
+the exit status is non-zero when any case failed or raised an error.
+
+With --live, the cases upstream gates behind a live platform service
+(skip_until) run too, against a custos serve this command starts in a
+temporary directory with those services on: ARSIA-State (state-storage)
+and the certificate authority (certificate-authority: L2 from the
+gateway's CA; L3, which it refuses to issue, from a stand-in qualified
+provider the gateway trusts). Cases of services not served yet stay
+skipped, with the reason.`,
 		Example: `  custos conformance arsia --suites ../shared/conformance/arsia/suites \
       --shared ../shared/conformance/arsia/shared --category canonicalization,signing`,
 		Args: argsExactly(0),
@@ -53,6 +62,19 @@ the exit status is non-zero when any case failed or raised an error.`,
 				} else {
 					opts.Categories = append(opts.Categories, c)
 				}
+			}
+			if live {
+				dir, err := os.MkdirTemp("", "custos-conformance-live-")
+				if err != nil {
+					return err
+				}
+				defer os.RemoveAll(dir)
+				target, err := startLiveTarget(cmd.Context(), dir)
+				if err != nil {
+					return fmt.Errorf("--live: %w", err)
+				}
+				defer target.Close()
+				opts.Live = target.Run
 			}
 			report, err := conformance.Arsia(opts)
 			if err != nil {
@@ -91,6 +113,7 @@ the exit status is non-zero when any case failed or raised an error.`,
 	f.StringVar(&opts.Level, "level", "all", "run only cases of this level: core, compliance, full or all")
 	f.StringVar(&jsonFile, "json", "", "also write the report as JSON to this file")
 	f.BoolVarP(&verbose, "verbose", "v", false, "list every case with its verdict")
+	f.BoolVar(&live, "live", false, "also run the live-service cases against a gateway started for the run")
 	return cmd
 }
 
