@@ -370,7 +370,7 @@ func (s *server) open(ctx context.Context, errOut io.Writer) error {
 	if err != nil {
 		return err
 	}
-	authorizer, err := newAuthorizer(cfg, state.Replay, logger)
+	authorizer, err := newAuthorizer(cfg, state.Replay, logger, s.ownTokenIssuer())
 	if err != nil {
 		return err
 	}
@@ -521,6 +521,9 @@ func (s *server) openHTTP(ctx context.Context) error {
 		return err
 	}
 	if s.escalator, err = newEscalator(cfg, auth, s.state, s.auditLog, s.notifier, logger); err != nil {
+		return err
+	}
+	if err := s.mountAuthServer(mux); err != nil { // serve_authserver.go
 		return err
 	}
 	mux.Handle("/", inbox)

@@ -40,7 +40,7 @@ func TestTokenIssueAndDPoP(t *testing.T) {
 	if err := cfg.Check(); err != nil {
 		t.Fatal(err)
 	}
-	az, err := newAuthorizer(cfg, nil, nil)
+	az, err := newAuthorizer(cfg, nil, nil, nil)
 	if err != nil || az == nil {
 		t.Fatalf("newAuthorizer = %v, %v", az, err)
 	}
@@ -125,7 +125,7 @@ func TestNewAuthorizerOff(t *testing.T) {
 	if err := cfg.Check(); err != nil {
 		t.Fatal(err)
 	}
-	az, err := newAuthorizer(cfg, nil, nil)
+	az, err := newAuthorizer(cfg, nil, nil, nil)
 	if err != nil || az != nil {
 		t.Fatalf("newAuthorizer(off, nil) = %#v, %v", az, err)
 	}
@@ -133,7 +133,7 @@ func TestNewAuthorizerOff(t *testing.T) {
 	if err := cfg.Check(); err != nil {
 		t.Fatal(err)
 	}
-	if az, err := newAuthorizer(cfg, nil, nil); err != nil || az == nil {
+	if az, err := newAuthorizer(cfg, nil, nil, nil); err != nil || az == nil {
 		t.Fatalf("newAuthorizer(any, nil) = %v, %v", az, err)
 	}
 }
@@ -165,7 +165,7 @@ func TestDPoPReplayAfterRestart(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		az, err := newAuthorizer(cfg, st.Replay, nil)
+		az, err := newAuthorizer(cfg, st.Replay, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
