@@ -77,4 +77,3 @@ func cryptoSigner(s sig.Signer) (crypto.Signer, error) {
 	}
 	return edSigner{s}, nil
 }
-
