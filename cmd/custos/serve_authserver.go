@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/custos-runtime/custos/arsia/auth"
 	"github.com/custos-runtime/custos/arsia/sig"
+	"github.com/custos-runtime/custos/audit"
 	"github.com/custos-runtime/custos/gateway/authserver"
 	"github.com/custos-runtime/custos/gateway/authz"
 	"github.com/custos-runtime/custos/internal/routes"
@@ -50,7 +52,17 @@ func (s *server) mountAuthServer(mux *routes.Mux) error {
 		Grants:       func(agent string) []string { return gw.Policy().Grants[agent] },
 		Capabilities: func() []string { return slices.Sorted(maps.Keys(gw.Policy().Handlers)) },
 		Replay:       replay, TokenLifetime: a.TokenLifetime, MaxTokenLifetime: a.MaxTokenLifetime,
-		Skew: s.cfg.Tokens.ClockSkew, Logger: s.logger})
+		Skew: s.cfg.Tokens.ClockSkew, Logger: s.logger,
+		// Issuing is audited first: a token the log does not know of is
+		// withheld (fail closed).
+		OnIssue: func(ctx context.Context, t authserver.Token) error {
+			_, err := s.auditLog.Append(context.WithoutCancel(ctx), audit.TokenIssued(t.Agent, s.cfg.Agent, t.ID, t.Scope, t.JKT, t.ExpiresAt))
+			return err
+		},
+		OnRevoke: func(ctx context.Context, agent, jti string) error {
+			_, err := s.auditLog.Append(context.WithoutCancel(ctx), audit.TokenRevoked(agent, s.cfg.Agent, jti))
+			return err
+		}})
 	if err != nil {
 		return err
 	}

@@ -22,7 +22,8 @@ import (
 // client assertion, the inbox call it authorizes, introspection,
 // revocation, and the same call refused with token_revoked.
 func TestServeAuthorizationServer(t *testing.T) {
-	g := startGateway(t, filepath.Join(t.TempDir(), "data"), nil,
+	data := filepath.Join(t.TempDir(), "data")
+	g := startGateway(t, data, nil,
 		"tokens: {mode: dpop}\nauthorization_server: {enabled: true, token_lifetime: 2m}\n")
 	defer g.stop()
 
@@ -108,6 +109,12 @@ func TestServeAuthorizationServer(t *testing.T) {
 	code, reply := call()
 	if code != 401 || !strings.Contains(mustJSON(t, reply), authz.ReasonTokenRevoked) {
 		t.Fatalf("inbox after revocation: %d %v", code, reply)
+	}
+	// Both ends of the token's life are in the audit log (Identity §9.3).
+	code, out, errOut := custos(t, "", "audit", "export", "--data", data)
+	if code != 0 || strings.Count(out, `"kind":"token_issued"`) != 1 || strings.Count(out, `"kind":"token_revoked"`) != 1 ||
+		strings.Contains(out, tok) {
+		t.Fatalf("audit export: %d %s %s", code, out, errOut)
 	}
 }
 
