@@ -26,8 +26,9 @@ type AuthorizationServer struct {
 	MaxTokenLifetime time.Duration `yaml:"max_token_lifetime"`
 }
 
-// check returns what is wrong with a, and fills the defaults.
-func (a *AuthorizationServer) check() []error {
+// check returns what is wrong with a, and fills the defaults. inboxMax
+// is tokens.max_lifetime: the inbox would refuse longer tokens.
+func (a *AuthorizationServer) check(inboxMax time.Duration) []error {
 	var errs []error
 	if a.TokenLifetime == 0 {
 		a.TokenLifetime = DefaultASTokenLifetime
@@ -42,6 +43,8 @@ func (a *AuthorizationServer) check() []error {
 		errs = append(errs, fmt.Errorf("max_token_lifetime %s: at most %s", a.MaxTokenLifetime, MaxASTokenLifetime))
 	case a.TokenLifetime > a.MaxTokenLifetime:
 		errs = append(errs, fmt.Errorf("token_lifetime %s exceeds max_token_lifetime %s", a.TokenLifetime, a.MaxTokenLifetime))
+	case a.Enabled && inboxMax > 0 && a.TokenLifetime > inboxMax:
+		errs = append(errs, fmt.Errorf("token_lifetime %s exceeds tokens.max_lifetime %s: the inbox would refuse the tokens issued", a.TokenLifetime, inboxMax))
 	}
 	return errs
 }

@@ -17,6 +17,8 @@ func TestAuthorizationServer(t *testing.T) {
 		"max above 24h":     {"authorization_server: {enabled: true, max_token_lifetime: 25h}\n", false},
 		"lifetime over max": {"authorization_server: {enabled: true, token_lifetime: 2h}\n", false},
 		"sub-second":        {"authorization_server: {enabled: true, token_lifetime: 10ms}\n", false},
+		"inbox max shorter": {"tokens: {mode: bearer, max_lifetime: 1m}\nauthorization_server: {enabled: true}\n", false},
+		"inbox max longer":  {"tokens: {mode: bearer, max_lifetime: 10m}\nauthorization_server: {enabled: true}\n", true},
 		"unknown key":       {"authorization_server: {enabled: true, lifetime: 5m}\n", false},
 	} {
 		c := Default()

@@ -703,7 +703,7 @@ func (c *Config) Check() error {
 	for _, err := range c.Tokens.check(c.AuthorizationServer.Enabled) {
 		bad("tokens: %v", err)
 	}
-	for _, err := range c.AuthorizationServer.check() {
+	for _, err := range c.AuthorizationServer.check(c.Tokens.MaxLifetime) {
 		bad("authorization_server: %v", err)
 	}
 	if c.LogFormat != "text" && c.LogFormat != "json" {
