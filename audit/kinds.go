@@ -68,3 +68,29 @@ func Escalation(s Subject, requestID, step string, now time.Time) Record {
 	r.Time, r.RequestID, r.Outcome = now, requestID, step
 	return r
 }
+
+// TokenIssued is the record of an access token issued to agent (sub) for
+// recipient (aud): its jti, scope, expiry and, for a DPoP-bound token,
+// the key thumbprint. The token itself is never recorded.
+func TokenIssued(agent, recipient, jti string, scope []string, jkt string, expires time.Time) Record {
+	d := map[string]any{"jti": jti, "scope": anyList(scope), "expires_at": expires.UTC().Format(time.RFC3339)}
+	if jkt != "" {
+		d["cnf_jkt"] = jkt
+	}
+	return Record{Kind: KindTokenIssued, Sender: agent, Recipient: recipient, Outcome: "issued",
+		Actor: Actor{ID: agent, Type: ActorAgent, AuthenticatedBy: "private_key_jwt"}, Details: d}
+}
+
+// TokenRevoked is the record of agent revoking its token jti.
+func TokenRevoked(agent, recipient, jti string) Record {
+	return Record{Kind: KindTokenRevoked, Sender: agent, Recipient: recipient, Outcome: "revoked",
+		Actor: Actor{ID: agent, Type: ActorAgent, AuthenticatedBy: "private_key_jwt"}, Details: map[string]any{"jti": jti}}
+}
+
+func anyList(s []string) []any {
+	out := make([]any, len(s))
+	for i, v := range s {
+		out[i] = v
+	}
+	return out
+}

@@ -46,6 +46,10 @@ const (
 	// or channel, or the deadline's expiry or denial (package notify's
 	// Escalator; Outcome names the step).
 	KindEscalation Kind = "escalation"
+	// KindTokenIssued and KindTokenRevoked: the gateway's authorization
+	// server issued or revoked an access token (ARSIA-Identity §9.3).
+	KindTokenIssued  Kind = "token_issued"
+	KindTokenRevoked Kind = "token_revoked"
 	// KindResponse: a response envelope was sent back.
 	KindResponse Kind = "response"
 	// KindPurge: written by Log.Purge after it redacted expired records;

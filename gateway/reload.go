@@ -44,3 +44,12 @@ func (g *Gateway) SetPolicy(p Policy) error {
 	g.live.Store(&p)
 	return nil
 }
+
+// Policy returns a copy of the policy in force: what an authorization
+// server in front of the gateway must grant by (the senders' keys and
+// grants, the capabilities served).
+func (g *Gateway) Policy() Policy {
+	p := *g.policy()
+	p.Grants, p.Handlers, p.Callbacks = maps.Clone(p.Grants), maps.Clone(p.Handlers), maps.Clone(p.Callbacks)
+	return p
+}

@@ -65,6 +65,10 @@ type DPoPOptions struct {
 	// Algorithms is the allow-list; empty means EdDSA only. ES256 may be
 	// added.
 	Algorithms []string
+	// TokenRequest checks a proof sent to a token endpoint (RFC 9449 §5):
+	// no access token exists yet, so AccessToken must be empty and the
+	// proof must not carry ath.
+	TokenRequest bool
 }
 
 // dpopAlgorithms are the algorithms a DPoP proof may use.
@@ -87,8 +91,10 @@ func (o DPoPOptions) resolve() (dpopConfig, error) {
 		return cfg, fail(ErrInvalidOptions, "negative Skew")
 	case o.Method == "":
 		return cfg, fail(ErrInvalidOptions, "Method is not set")
-	case o.AccessToken == "":
+	case o.AccessToken == "" && !o.TokenRequest:
 		return cfg, fail(ErrInvalidOptions, "AccessToken is not set (ARSIA proofs always carry ath)")
+	case o.AccessToken != "" && o.TokenRequest:
+		return cfg, fail(ErrInvalidOptions, "AccessToken is set for a token request proof")
 	case o.Replay == nil:
 		return cfg, fail(ErrInvalidOptions, "Replay is not set")
 	}
@@ -168,7 +174,7 @@ func ValidateDPoP(ctx context.Context, proof string, opts DPoPOptions) (*DPoPPro
 
 	m := jws.claims
 	for _, name := range dpopClaims {
-		if _, ok := m[name]; !ok {
+		if _, ok := m[name]; !ok && !(name == "ath" && cfg.TokenRequest) {
 			add(fail(ErrMissingClaim, "DPoP proof is missing required claim %s", pyRepr(name)))
 		}
 	}
@@ -183,6 +189,10 @@ func ValidateDPoP(ctx context.Context, proof string, opts DPoPOptions) (*DPoPPro
 	var ok bool
 	if c.ID, ok = str("jti"); ok && (c.ID == "" || len(c.ID) > maxJTI) {
 		add(fail(ErrInvalidClaim, "DPoP proof jti must be 1 to %d bytes", maxJTI))
+	} else if ok && slices.ContainsFunc(reservedReplayPrefixes, func(p string) bool { return strings.HasPrefix(c.ID, p) }) {
+		// The replay set also holds revocations and used assertions
+		// under these prefixes: such a jti would revoke a token.
+		add(fail(ErrInvalidClaim, "DPoP proof jti %s uses a reserved prefix", pyRepr(c.ID)))
 	}
 	if c.Method, ok = str("htm"); ok && c.Method != cfg.Method {
 		// Methods are case-sensitive (RFC 9110 §9.1).
@@ -210,7 +220,9 @@ func ValidateDPoP(ctx context.Context, proof string, opts DPoPOptions) (*DPoPPro
 			}
 		}
 	}
-	if c.AccessTokenHash, ok = str("ath"); ok {
+	if _, present := m["ath"]; present && cfg.TokenRequest {
+		add(fail(ErrInvalidClaim, "DPoP proof for a token request carries 'ath' but there is no access token"))
+	} else if c.AccessTokenHash, ok = str("ath"); ok {
 		want := AccessTokenHash(cfg.AccessToken)
 		if subtle.ConstantTimeCompare([]byte(c.AccessTokenHash), []byte(want)) != 1 {
 			add(fail(ErrDPoPTokenHash, "DPoP ath does not match the access token"))
@@ -378,6 +390,33 @@ func NewDPoPProof(signer crypto.Signer, claims DPoPClaims) (string, error) {
 		claims.ID = NewJTI()
 	}
 	payload, err := json.Marshal(claims)
+	if err != nil {
+		return "", failCause(ErrIssue, err, "claims")
+	}
+	return signCompact(signer, map[string]any{"typ": "dpop+jwt", "jwk": jwk}, payload, dpopAlgorithms)
+}
+
+// NewTokenRequestProof signs the DPoP proof of a token request (RFC 9449
+// §5): htm method (POST), htu the token endpoint URL without query and
+// fragment, iat now, a random jti, and no ath since no token exists yet.
+// The token issued is bound to the signer's key.
+func NewTokenRequestProof(signer crypto.Signer, method, tokenURL string, now time.Time) (string, error) {
+	if signer == nil {
+		return "", fail(ErrIssue, "no signer")
+	}
+	if method == "" || now.IsZero() {
+		return "", fail(ErrIssue, "a token request proof needs the method and the time")
+	}
+	u, err := url.Parse(tokenURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "", fail(ErrIssue, "token URL %s is not an absolute http(s) URL", pyRepr(tokenURL))
+	}
+	u.RawQuery, u.ForceQuery, u.Fragment, u.RawFragment = "", false, "", ""
+	jwk, err := PublicJWK(signer.Public())
+	if err != nil {
+		return "", failCause(ErrIssue, err, "DPoP key")
+	}
+	payload, err := json.Marshal(map[string]any{"jti": NewJTI(), "htm": method, "htu": u.String(), "iat": now.Unix()})
 	if err != nil {
 		return "", failCause(ErrIssue, err, "claims")
 	}

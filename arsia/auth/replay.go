@@ -97,6 +97,18 @@ func (c *MemoryReplayCache) Seen(ctx context.Context, jti string, until time.Tim
 	return false, nil
 }
 
+// Contains implements ReplayLookup: it reports whether key is recorded
+// and unexpired, recording nothing.
+func (c *MemoryReplayCache) Contains(ctx context.Context, key string) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	until, ok := c.entries[key]
+	return ok && !until.Before(c.now()), nil
+}
+
 // Len returns the number of entries held, expired ones included until the
 // next Seen drops them.
 func (c *MemoryReplayCache) Len() int {

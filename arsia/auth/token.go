@@ -250,24 +250,30 @@ func checkTokenType(header map[string]any) error {
 // verifies the signature. Header jwk, jku, x5u and x5c are ignored: an
 // access token is trusted only through the issuer's keys.
 func verifyTokenSignature(ctx context.Context, jws *compactJWS, keys TokenKeys, allowed []string) error {
+	return verifyKidSignature(ctx, jws, keys, allowed, "token")
+}
+
+// verifyKidSignature is verifyTokenSignature for any JWT whose key is
+// named by kid (what names the JWT in messages).
+func verifyKidSignature(ctx context.Context, jws *compactJWS, keys TokenKeys, allowed []string, what string) error {
 	alg, _, ok := memberString(jws.header, "alg")
 	if !ok || !slices.Contains(allowed, alg) {
-		return fail(ErrAlgorithmNotAllowed, "token alg %s is not allowed (allowed: %s)",
-			reprValue(jws.header["alg"]), strings.Join(allowed, ", "))
+		return fail(ErrAlgorithmNotAllowed, "%s alg %s is not allowed (allowed: %s)",
+			what, reprValue(jws.header["alg"]), strings.Join(allowed, ", "))
 	}
 	kid, _, ok := memberString(jws.header, "kid")
 	if !ok || kid == "" {
-		return fail(ErrUnknownKey, "token header has no 'kid'")
+		return fail(ErrUnknownKey, "%s header has no 'kid'", what)
 	}
 	jwk, err := keys.Key(ctx, kid)
 	if err != nil {
-		return failCause(ErrUnknownKey, err, "token kid %s", pyRepr(kid))
+		return failCause(ErrUnknownKey, err, "%s kid %s", what, pyRepr(kid))
 	}
 	if jwk == nil || jwk.Key == nil {
-		return fail(ErrUnknownKey, "token kid %s resolved to no key", pyRepr(kid))
+		return fail(ErrUnknownKey, "%s kid %s resolved to no key", what, pyRepr(kid))
 	}
 	if jwk.Algorithm != "" && jwk.Algorithm != alg {
-		return fail(ErrKeyMismatch, "key %s is for %s, token alg is %s", pyRepr(kid), jwk.Algorithm, alg)
+		return fail(ErrKeyMismatch, "key %s is for %s, %s alg is %s", pyRepr(kid), jwk.Algorithm, what, alg)
 	}
 	if jwk.Use != "" && jwk.Use != "sig" {
 		return fail(ErrKeyMismatch, "key %s has use %s", pyRepr(kid), pyRepr(jwk.Use))
@@ -279,7 +285,7 @@ func verifyTokenSignature(ctx context.Context, jws *compactJWS, keys TokenKeys, 
 		return err
 	}
 	if !verifySignature(alg, jwk.Key, jws.signingInput, jws.signature) {
-		return fail(ErrBadSignature, "token signature does not verify with key %s", pyRepr(kid))
+		return fail(ErrBadSignature, "%s signature does not verify with key %s", what, pyRepr(kid))
 	}
 	return nil
 }

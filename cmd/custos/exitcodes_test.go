@@ -77,6 +77,7 @@ func TestUsageExitCodes(t *testing.T) {
 		{"custos status validate", "status validate a b"},
 		{"custos token", "token bogus"},
 		{"custos token dpop", "token dpop --key k.json --url /v1/arsia/inbox --token t"},
+		{"custos token assertion", "token assertion --key k.json --aud /oauth/token"},
 		{"custos token issue", "token issue --key k.json --iss i --sub agent:a.b --aud agent:a.c --scope demo.echo --ttl -1s"},
 		{"custos validate", "validate --now yesterday"},
 		{"custos verify", "verify --jwks keys.json --alg none"},

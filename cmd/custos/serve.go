@@ -378,7 +378,7 @@ func (s *server) open(ctx context.Context, errOut io.Writer) error {
 	if err != nil {
 		return err
 	}
-	authorizer, err := newAuthorizer(cfg, state.Replay, logger)
+	authorizer, err := newAuthorizer(cfg, state.Replay, logger, s.ownTokenIssuer())
 	if err != nil {
 		return err
 	}
@@ -534,7 +534,10 @@ func (s *server) openHTTP(ctx context.Context) error {
 	if s.escalator, err = newEscalator(cfg, auth, s.state, s.auditLog, s.notifier, logger); err != nil {
 		return err
 	}
-	if err := s.mountCA(mux, reviewerUI.auth); err != nil {
+	if err := s.mountCA(mux, reviewerUI.auth); err != nil { // serve_ca.go
+		return err
+	}
+	if err := s.mountAuthServer(mux); err != nil { // serve_authserver.go
 		return err
 	}
 	mux.Handle("/", inbox)

@@ -165,15 +165,6 @@ func TestServeCertificateAuthorityMakesL2(t *testing.T) {
 	}
 }
 
-func mustJSON(t *testing.T, v any) string {
-	t.Helper()
-	b, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
-}
-
 // custos ca drives the same API from the command line: issue from the
 // agent's JWKS file, list, revoke; a non-operator and a missing reason
 // are refused.

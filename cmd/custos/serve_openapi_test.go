@@ -50,6 +50,7 @@ func openAPIGateway(t *testing.T) (*gatewayUnderTest, *routes.Mux, string) {
 	ctx := context.WithValue(context.Background(), routesKey{}, (chan<- *routes.Mux)(sink))
 	g := startGatewayIn(t, ctx, filepath.Join(t.TempDir(), "data"), nil,
 		"reviewers:\n  - id: alice\n    display_name: Alice Example\n    token_sha256: "+hash[1]+"\n",
+		"authorization_server: {enabled: true}\n",
 		"notifications:\n  slack:\n    - name: ops\n      channel: C0PS\n      token: xoxb-openapi-test\n      signing_secret: openapi-signing-secret\n"+
 			"      api: "+fake.URL+"/api/\n      users: {UALICE: alice}\n"+
 			"  webhooks:\n    - {name: siem, url: \""+fake.URL+"/hook\", secret: \""+secret("delivery-secret-0123456789")+

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/custos-runtime/custos/arsia/auth"
 	"github.com/custos-runtime/custos/arsia/sig"
 	"github.com/custos-runtime/custos/gateway"
 	"github.com/custos-runtime/custos/gateway/authz"
@@ -14,7 +15,9 @@ import (
 // configuration asks for none). cfg has been checked.
 // replay, when not nil, is the shared DPoP replay set (replicas on
 // PostgreSQL); nil keeps one in memory.
-func newAuthorizer(cfg config.Config, replay authz.ReplaySet, logger *slog.Logger) (gateway.Authorizer, error) {
+// own, when not nil, is the gateway's own authorization server: trusted
+// besides tokens.issuers, its revocations read from replay.
+func newAuthorizer(cfg config.Config, replay authz.ReplaySet, logger *slog.Logger, own *authz.Issuer) (gateway.Authorizer, error) {
 	t := cfg.Tokens
 	mode, err := authz.ParseMode(t.Mode)
 	if err != nil {
@@ -38,6 +41,14 @@ func newAuthorizer(cfg config.Config, replay authz.ReplaySet, logger *slog.Logge
 			keys = sig.NewJWKSFile(is.JWKSFile)
 		}
 		c.Issuers = append(c.Issuers, authz.Issuer{Issuer: is.Issuer, Keys: keys})
+	}
+	if own != nil {
+		c.Issuers = append(c.Issuers, *own)
+		revs, ok := replay.(auth.ReplayLookup)
+		if !ok {
+			return nil, fmt.Errorf("authorization_server: the replay set %T cannot hold revocations", replay)
+		}
+		c.Revocations = revs
 	}
 	a, err := authz.NewAuthorizer(c)
 	if err != nil {

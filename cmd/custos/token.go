@@ -32,13 +32,15 @@ authorization server:
 
   custos token issue   sign an access token with an issuer's private key
   custos token dpop    sign a DPoP proof for one request with the agent's key
+  custos token assertion  sign a client assertion for a token endpoint
+                          (custos serve's authorization_server, docs/authorization-server.md)
 
 The issuer's key is any private JWK, for example one made by
 "custos keygen --agent agent:local.issuer --out issuer"; the gateway trusts it
 through tokens.issuers[].jwks_file (issuer/jwks.json).`,
 		Args: argsExactly(0),
 	}
-	cmd.AddCommand(newTokenIssueCommand(), newTokenDPoPCommand())
+	cmd.AddCommand(newTokenIssueCommand(), newTokenDPoPCommand(), newTokenAssertionCommand())
 	return cmd
 }
 
@@ -127,6 +129,7 @@ that key (custos token dpop).`,
 
 func newTokenDPoPCommand() *cobra.Command {
 	var keyFile, method, rawURL, token string
+	var tokenRequest bool
 	cmd := &cobra.Command{
 		Use:   "dpop --key FILE --url URL --token JWT",
 		Short: "Sign a DPoP proof for one request and print it",
@@ -135,7 +138,11 @@ request: --method and --url are the request's (the URL exactly as the gateway
 is addressed, e.g. http://127.0.0.1:8080/v1/arsia/inbox; query and fragment
 are left out), --token the access token sent with it ("-" reads it from
 standard input). Send it as the "DPoP" header. Every proof has a new jti and
-is accepted once, within 300 seconds of its creation: make one per request.`,
+is accepted once, within 300 seconds of its creation: make one per request.
+
+With --token-request instead of --token, the proof is for a token request
+(RFC 9449 §5): --url is the token endpoint, and the token issued is bound
+to the key.`,
 		Example: `  custos token dpop --key keys/key-1.private.jwk.json --url http://127.0.0.1:8080/v1/arsia/inbox --token "$TOKEN"`,
 		Args:    argsExactly(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -144,8 +151,10 @@ is accepted once, within 300 seconds of its creation: make one per request.`,
 				return usageError{errors.New("--key is required (the agent's private JWK)")}
 			case rawURL == "":
 				return usageError{errors.New("--url is required (the inbox URL the request is sent to)")}
-			case token == "":
-				return usageError{errors.New(`--token is required (the access token, or "-" for standard input)`)}
+			case token == "" && !tokenRequest:
+				return usageError{errors.New(`--token is required (the access token, or "-" for standard input), or --token-request`)}
+			case token != "" && tokenRequest:
+				return usageError{errors.New("--token and --token-request are alternatives")}
 			case method == "":
 				return usageError{errors.New("--method is empty")}
 			}
@@ -163,7 +172,12 @@ is accepted once, within 300 seconds of its creation: make one per request.`,
 			if err != nil {
 				return err
 			}
-			proof, err := authz.NewProof(signer, method, rawURL, token, time.Now())
+			var proof string
+			if tokenRequest {
+				proof, err = auth.NewTokenRequestProof(signer, method, rawURL, time.Now())
+			} else {
+				proof, err = authz.NewProof(signer, method, rawURL, token, time.Now())
+			}
 			if err != nil {
 				return err
 			}
@@ -176,6 +190,66 @@ is accepted once, within 300 seconds of its creation: make one per request.`,
 	f.StringVar(&method, "method", "POST", "the request's HTTP method")
 	f.StringVar(&rawURL, "url", "", "the request's absolute URL")
 	f.StringVar(&token, "token", "", `the access token sent with the proof ("-": standard input)`)
+	f.BoolVar(&tokenRequest, "token-request", false, "a proof for a token request to --url (no access token yet)")
+	return cmd
+}
+
+func newTokenAssertionCommand() *cobra.Command {
+	var keyFile, aud, clientID, kid string
+	var ttl time.Duration
+	cmd := &cobra.Command{
+		Use:   "assertion --key FILE --aud URL",
+		Short: "Sign an RFC 7523 client assertion (private_key_jwt) and print it",
+		Long: `Sign a client assertion with the agent's private JWK in --key: iss and sub
+the agent (--client-id, by default the part of the key's kid before "#"), aud
+--aud (the token endpoint URL, e.g. http://127.0.0.1:8080/oauth/token), a
+fresh jti, valid for --ttl. Send it as client_assertion with
+client_assertion_type urn:ietf:params:oauth:client-assertion-type:jwt-bearer.
+Each assertion is accepted once: make one per request.`,
+		Example: `  custos token assertion --key keys/key-1.private.jwk.json --aud http://127.0.0.1:8080/oauth/token`,
+		Args:    argsExactly(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			switch {
+			case keyFile == "":
+				return usageError{errors.New("--key is required (the agent's private JWK)")}
+			case aud == "":
+				return usageError{errors.New("--aud is required (the token endpoint URL)")}
+			case ttl <= 0 || ttl > auth.DefaultAssertionMaxLifetime:
+				return usageError{fmt.Errorf("--ttl %s: want a positive duration of at most %s", ttl, auth.DefaultAssertionMaxLifetime)}
+			}
+			if u, err := url.Parse(aud); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				return usageError{fmt.Errorf("--aud %q: want the absolute http:// or https:// URL of the token endpoint", aud)}
+			}
+			signer, keyID, err := readSigningJWK(keyFile)
+			if err != nil {
+				return err
+			}
+			if kid != "" {
+				keyID = kid
+			}
+			if keyID == "" {
+				return usageError{fmt.Errorf("%s has no kid; give --kid (<agent id>#<label>, as in the agent's JWKS)", keyFile)}
+			}
+			if clientID == "" {
+				clientID, _, _ = strings.Cut(keyID, "#")
+			}
+			if !arsia.ValidAgentID(clientID) {
+				return usageError{fmt.Errorf("client id %q is not an ARSIA agent identifier; give --client-id", clientID)}
+			}
+			a, err := auth.NewClientAssertion(signer, keyID, auth.ClientAssertionOptions{ClientID: clientID, Audience: aud, Now: time.Now(), Lifetime: ttl})
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintln(cmd.OutOrStdout(), a)
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&keyFile, "key", "", "the agent's private key as a JWK file (Ed25519 or P-256)")
+	f.StringVar(&aud, "aud", "", "the token endpoint URL (aud)")
+	f.StringVar(&clientID, "client-id", "", "the agent id (iss and sub; default: the kid before '#')")
+	f.StringVar(&kid, "kid", "", "the key id in the header (default: the key file's kid)")
+	f.DurationVar(&ttl, "ttl", auth.DefaultAssertionLifetime, "how long the assertion is valid (at most 5m)")
 	return cmd
 }
 

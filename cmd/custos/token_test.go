@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -40,7 +41,7 @@ func TestTokenIssueAndDPoP(t *testing.T) {
 	if err := cfg.Check(); err != nil {
 		t.Fatal(err)
 	}
-	az, err := newAuthorizer(cfg, nil, nil)
+	az, err := newAuthorizer(cfg, nil, nil, nil)
 	if err != nil || az == nil {
 		t.Fatalf("newAuthorizer = %v, %v", az, err)
 	}
@@ -100,17 +101,21 @@ func TestTokenCommandErrors(t *testing.T) {
 		code int
 		msg  string
 	}{
-		"no key":        {[]string{"token", "issue", "--iss", "i", "--sub", "agent:a.b", "--aud", "agent:c.d", "--scope", "x.y"}, 2, "--key"},
-		"no iss":        {[]string{"token", "issue", "--key", key, "--sub", "agent:a.b", "--aud", "agent:c.d", "--scope", "x.y"}, 2, "--iss"},
-		"bad sub":       {append(ok[:6:6], "--sub", "advisor", "--aud", "agent:c.d", "--scope", "x.y"), 2, "--sub"},
-		"no scope":      {append(ok[:10:10], "--scope", " "), 2, "--scope"},
-		"wildcard":      {append(ok[:10:10], "--scope", "x.*"), 2, "wildcard"},
-		"bad ttl":       {append(ok, "--ttl", "-1m"), 2, "--ttl"},
-		"both bindings": {append(ok, "--dpop-jkt", "abc", "--dpop-key", key), 2, "alternatives"},
-		"public key":    {[]string{"token", "issue", "--key", filepath.Join(dir, "jwks.json"), "--iss", "i", "--sub", "agent:a.b", "--aud", "agent:c.d", "--scope", "x.y"}, 1, ""},
-		"dpop no url":   {[]string{"token", "dpop", "--key", key, "--token", "a.b.c"}, 2, "--url"},
-		"dpop no token": {[]string{"token", "dpop", "--key", key, "--url", "http://h/x"}, 2, "--token"},
-		"dpop bad url":  {[]string{"token", "dpop", "--key", key, "--url", "/inbox", "--token", "a.b.c"}, 2, "URL"},
+		"no key":           {[]string{"token", "issue", "--iss", "i", "--sub", "agent:a.b", "--aud", "agent:c.d", "--scope", "x.y"}, 2, "--key"},
+		"no iss":           {[]string{"token", "issue", "--key", key, "--sub", "agent:a.b", "--aud", "agent:c.d", "--scope", "x.y"}, 2, "--iss"},
+		"bad sub":          {append(ok[:6:6], "--sub", "advisor", "--aud", "agent:c.d", "--scope", "x.y"), 2, "--sub"},
+		"no scope":         {append(ok[:10:10], "--scope", " "), 2, "--scope"},
+		"wildcard":         {append(ok[:10:10], "--scope", "x.*"), 2, "wildcard"},
+		"bad ttl":          {append(ok, "--ttl", "-1m"), 2, "--ttl"},
+		"both bindings":    {append(ok, "--dpop-jkt", "abc", "--dpop-key", key), 2, "alternatives"},
+		"public key":       {[]string{"token", "issue", "--key", filepath.Join(dir, "jwks.json"), "--iss", "i", "--sub", "agent:a.b", "--aud", "agent:c.d", "--scope", "x.y"}, 1, ""},
+		"dpop no url":      {[]string{"token", "dpop", "--key", key, "--token", "a.b.c"}, 2, "--url"},
+		"dpop no token":    {[]string{"token", "dpop", "--key", key, "--url", "http://h/x"}, 2, "--token"},
+		"dpop bad url":     {[]string{"token", "dpop", "--key", key, "--url", "/inbox", "--token", "a.b.c"}, 2, "URL"},
+		"dpop both":        {[]string{"token", "dpop", "--key", key, "--url", "http://h/x", "--token", "a.b.c", "--token-request"}, 2, "alternatives"},
+		"assertion no aud": {[]string{"token", "assertion", "--key", key}, 2, "--aud"},
+		"assertion long":   {[]string{"token", "assertion", "--key", key, "--aud", "http://h/oauth/token", "--ttl", "1h"}, 2, "--ttl"},
+		"assertion bad id": {[]string{"token", "assertion", "--key", key, "--aud", "http://h/oauth/token", "--client-id", "x"}, 2, "agent identifier"},
 	} {
 		code, _, errOut := custos(t, "", tc.args...)
 		if code != tc.code || !strings.Contains(errOut, tc.msg) {
@@ -125,7 +130,7 @@ func TestNewAuthorizerOff(t *testing.T) {
 	if err := cfg.Check(); err != nil {
 		t.Fatal(err)
 	}
-	az, err := newAuthorizer(cfg, nil, nil)
+	az, err := newAuthorizer(cfg, nil, nil, nil)
 	if err != nil || az != nil {
 		t.Fatalf("newAuthorizer(off, nil) = %#v, %v", az, err)
 	}
@@ -133,7 +138,7 @@ func TestNewAuthorizerOff(t *testing.T) {
 	if err := cfg.Check(); err != nil {
 		t.Fatal(err)
 	}
-	if az, err := newAuthorizer(cfg, nil, nil); err != nil || az == nil {
+	if az, err := newAuthorizer(cfg, nil, nil, nil); err != nil || az == nil {
 		t.Fatalf("newAuthorizer(any, nil) = %v, %v", az, err)
 	}
 }
@@ -165,7 +170,7 @@ func TestDPoPReplayAfterRestart(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		az, err := newAuthorizer(cfg, st.Replay, nil)
+		az, err := newAuthorizer(cfg, st.Replay, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -179,5 +184,32 @@ func TestDPoPReplayAfterRestart(t *testing.T) {
 		if err := st.Close(); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// custos token assertion and custos token dpop --token-request make what
+// the authorization server accepts.
+func TestTokenAssertionAndRequestProof(t *testing.T) {
+	dir := t.TempDir()
+	mustRun(t, "", "keygen", "--agent", "agent:acme.advisor", "--out", dir)
+	key := filepath.Join(dir, "key-1.private.jwk.json")
+	const tokenURL = "http://127.0.0.1:8080/oauth/token"
+	a := strings.TrimSpace(mustRun(t, "", "token", "assertion", "--key", key, "--aud", tokenURL))
+	jwks, err := os.ReadFile(filepath.Join(dir, "jwks.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := auth.ParseStaticKeys(jwks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache := auth.NewMemoryReplayCache(nil)
+	got, errs := auth.ValidateClientAssertion(t.Context(), a, auth.AssertionOptions{Now: time.Now(), Audiences: []string{tokenURL}, Keys: keys, Replay: cache})
+	if len(errs) > 0 || got.ClientID != "agent:acme.advisor" {
+		t.Fatalf("%v %+v", errs, got)
+	}
+	p := strings.TrimSpace(mustRun(t, "", "token", "dpop", "--key", key, "--url", tokenURL, "--token-request"))
+	if _, errs := auth.ValidateDPoP(t.Context(), p, auth.DPoPOptions{Method: "POST", URL: tokenURL, Now: time.Now(), Replay: cache, TokenRequest: true}); len(errs) > 0 {
+		t.Fatal(errs)
 	}
 }

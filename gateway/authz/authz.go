@@ -85,32 +85,34 @@ func ParseMode(s string) (Mode, error) {
 // Reason codes, sent in details.reason. They name the failed check, not
 // the token's content.
 const (
-	ReasonTokenMissing         = "token_missing"           // no Authorization header
-	ReasonTokenMalformed       = "token_malformed"         // not "<scheme> <jwt>", or not a decodable JWT
-	ReasonSchemeNotAllowed     = "scheme_not_allowed"      // Bearer or DPoP where the mode does not accept it
-	ReasonIssuerUntrusted      = "issuer_untrusted"        // iss is not a configured issuer
-	ReasonTokenSignature       = "token_signature_invalid" // alg, kid or signature
-	ReasonTokenClaims          = "token_claims_invalid"    // a required claim is missing or ill-typed
-	ReasonTokenExpired         = "token_expired"           // now > exp + skew
-	ReasonTokenNotYetValid     = "token_not_yet_valid"     // iat or nbf > now + skew
-	ReasonTokenLifetime        = "token_lifetime_exceeded" // exp − iat > max_lifetime
-	ReasonSubjectMismatch      = "token_subject_mismatch"  // sub is not the envelope's from
-	ReasonAudienceMismatch     = "token_audience_mismatch" // aud does not name the envelope's to
-	ReasonTokenInvalid         = "token_invalid"           // any other token problem
-	ReasonDPoPRequired         = "dpop_required"           // a DPoP-bound token presented as Bearer
-	ReasonTokenNotBound        = "token_not_bound"         // the DPoP scheme with a token without cnf.jkt
-	ReasonDPoPMissing          = "dpop_missing"            // the DPoP scheme without a DPoP header
-	ReasonDPoPMalformed        = "dpop_malformed"          // the proof is not a decodable dpop+jwt with a jwk
-	ReasonDPoPSignature        = "dpop_signature_invalid"  // alg or signature
-	ReasonDPoPMethod           = "dpop_method_mismatch"    // htm is not the request method
-	ReasonDPoPURL              = "dpop_url_mismatch"       // htu is not the request URL
-	ReasonDPoPTime             = "dpop_iat_invalid"        // iat outside now ± replay window
-	ReasonDPoPTokenHash        = "dpop_ath_mismatch"       // ath is not the token's hash
-	ReasonDPoPReplay           = "dpop_replay"             // the proof's jti was used before
-	ReasonDPoPBinding          = "dpop_binding_mismatch"   // the proof's key is not the token's cnf.jkt
-	ReasonDPoPInvalid          = "dpop_invalid"            // any other proof problem
-	ReasonScopeInsufficient    = "scope_insufficient"      // forbidden: the scope lacks the call
-	ReasonReplaySetUnavailable = "replay_set_unavailable"  // service_unavailable
+	ReasonTokenMissing         = "token_missing"               // no Authorization header
+	ReasonTokenMalformed       = "token_malformed"             // not "<scheme> <jwt>", or not a decodable JWT
+	ReasonSchemeNotAllowed     = "scheme_not_allowed"          // Bearer or DPoP where the mode does not accept it
+	ReasonIssuerUntrusted      = "issuer_untrusted"            // iss is not a configured issuer
+	ReasonTokenSignature       = "token_signature_invalid"     // alg, kid or signature
+	ReasonTokenClaims          = "token_claims_invalid"        // a required claim is missing or ill-typed
+	ReasonTokenExpired         = "token_expired"               // now > exp + skew
+	ReasonTokenNotYetValid     = "token_not_yet_valid"         // iat or nbf > now + skew
+	ReasonTokenLifetime        = "token_lifetime_exceeded"     // exp − iat > max_lifetime
+	ReasonSubjectMismatch      = "token_subject_mismatch"      // sub is not the envelope's from
+	ReasonAudienceMismatch     = "token_audience_mismatch"     // aud does not name the envelope's to
+	ReasonTokenInvalid         = "token_invalid"               // any other token problem
+	ReasonDPoPRequired         = "dpop_required"               // a DPoP-bound token presented as Bearer
+	ReasonTokenNotBound        = "token_not_bound"             // the DPoP scheme with a token without cnf.jkt
+	ReasonDPoPMissing          = "dpop_missing"                // the DPoP scheme without a DPoP header
+	ReasonDPoPMalformed        = "dpop_malformed"              // the proof is not a decodable dpop+jwt with a jwk
+	ReasonDPoPSignature        = "dpop_signature_invalid"      // alg or signature
+	ReasonDPoPMethod           = "dpop_method_mismatch"        // htm is not the request method
+	ReasonDPoPURL              = "dpop_url_mismatch"           // htu is not the request URL
+	ReasonDPoPTime             = "dpop_iat_invalid"            // iat outside now ± replay window
+	ReasonDPoPTokenHash        = "dpop_ath_mismatch"           // ath is not the token's hash
+	ReasonDPoPReplay           = "dpop_replay"                 // the proof's jti was used before
+	ReasonDPoPBinding          = "dpop_binding_mismatch"       // the proof's key is not the token's cnf.jkt
+	ReasonDPoPInvalid          = "dpop_invalid"                // any other proof problem
+	ReasonScopeInsufficient    = "scope_insufficient"          // forbidden: the scope lacks the call
+	ReasonReplaySetUnavailable = "replay_set_unavailable"      // service_unavailable
+	ReasonTokenRevoked         = "token_revoked"               // the token's jti was revoked (RFC 7009)
+	ReasonRevocationsDown      = "revocation_list_unavailable" // service_unavailable: revocations cannot be read
 )
 
 // Issuer is a trusted authorization server.
@@ -167,6 +169,12 @@ type Config struct {
 	AcceptAnyJTI bool
 	// Logger receives why a token was refused (nothing is logged when nil).
 	Logger *slog.Logger
+	// Revocations, when set, holds revoked tokens under
+	// auth.RevokedTokenKey(jti) (the authorization server's revocation
+	// endpoint writes them into the replay set); a listed token is
+	// refused with reason token_revoked, and a lookup that fails refuses
+	// the request (503): revocation fails closed.
+	Revocations auth.ReplayLookup
 }
 
 // Authorizer checks access tokens; it implements gateway.Authorizer and is
@@ -291,6 +299,19 @@ func (a *Authorizer) Authorize(ctx context.Context, q gateway.AuthzQuery) (*gate
 	if a.cfg.MaxLifetime > 0 && time.Duration(claims.ExpiresAt-claims.IssuedAt)*time.Second > a.cfg.MaxLifetime {
 		return deny(ReasonTokenLifetime, fmt.Errorf("authz: token lifetime %d s exceeds max_lifetime %s",
 			claims.ExpiresAt-claims.IssuedAt, a.cfg.MaxLifetime))
+	}
+
+	if a.cfg.Revocations != nil {
+		revoked, err := a.cfg.Revocations.Contains(ctx, auth.RevokedTokenKey(claims.ID))
+		switch {
+		case err != nil:
+			a.log.Warn("revocation list unavailable", "sender", q.Sender, "err", err)
+			return nil, &arsia.Error{Code: arsia.CodeServiceUnavailable,
+				Description: "The request cannot be authorized right now; retry later.",
+				Details:     map[string]any{"reason": ReasonRevocationsDown}, Err: err}
+		case revoked:
+			return deny(ReasonTokenRevoked, fmt.Errorf("authz: token %s is revoked", clip(claims.ID)))
+		}
 	}
 
 	bound := false

@@ -625,3 +625,39 @@ func TestIssueTokenAndProof(t *testing.T) {
 		t.Error("NewProof without a method accepted")
 	}
 }
+
+// failingLookup is a revocation list that cannot be read.
+type failingLookup struct{}
+
+func (failingLookup) Contains(context.Context, string) (bool, error) {
+	return false, errors.New("database down")
+}
+
+// A revoked token is refused with token_revoked, Bearer or DPoP, and a
+// revocation list that cannot be read refuses every token (fail closed).
+func TestRevokedToken(t *testing.T) {
+	revs := auth.NewMemoryReplayCache(&auth.MemoryReplayOptions{Now: func() time.Time { return testNow }})
+	a := newTestAuthorizer(t, ModeAny, func(c *Config) { c.Revocations = revs })
+	id := auth.NewJTI()
+	tok := tokenFor(t, func(r *TokenRequest) { r.ID = id })
+	g, e := a.Authorize(t.Context(), query("Bearer "+tok, ""))
+	if e != nil || g == nil {
+		t.Fatalf("before revocation: %v", e)
+	}
+	if _, err := revs.Seen(t.Context(), auth.RevokedTokenKey(id), testNow.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	g, e = a.Authorize(t.Context(), query("Bearer "+tok, ""))
+	check(t, g, e, want{code: arsia.CodeUnauthorized, reason: ReasonTokenRevoked})
+	// Another token is unaffected.
+	if _, e := a.Authorize(t.Context(), query("Bearer "+tokenFor(t, nil), "")); e != nil {
+		t.Fatalf("other token: %v", e)
+	}
+	btok := tokenFor(t, func(r *TokenRequest) { r.ID = id; bound(r) })
+	g, e = a.Authorize(t.Context(), query("DPoP "+btok, proofFor(t, agentKey, "POST", testURL, btok, testNow)))
+	check(t, g, e, want{code: arsia.CodeUnauthorized, reason: ReasonTokenRevoked})
+
+	down := newTestAuthorizer(t, ModeAny, func(c *Config) { c.Revocations = failingLookup{} })
+	g, e = down.Authorize(t.Context(), query("Bearer "+tokenFor(t, nil), ""))
+	check(t, g, e, want{code: arsia.CodeServiceUnavailable, reason: ReasonRevocationsDown})
+}

@@ -99,6 +99,9 @@ type Config struct {
 	RateLimit RateLimit `yaml:"rate_limit"`
 	// Tokens says which access tokens the inbox demands (tokens.go).
 	Tokens Tokens `yaml:"tokens"`
+	// AuthorizationServer makes the gateway issue its own access tokens
+	// (authserver.go).
+	AuthorizationServer AuthorizationServer `yaml:"authorization_server"`
 	// Limits bounds what a caller costs before it is authenticated.
 	Limits Limits `yaml:"limits"`
 	// Tracing exports OpenTelemetry traces over OTLP; off by default. The
@@ -701,8 +704,11 @@ func (c *Config) Check() error {
 	} else if len(c.Instance) > 256 || strings.ContainsFunc(c.Instance, unicode.IsControl) {
 		bad("instance %q: at most 256 characters, no control characters", c.Instance)
 	}
-	for _, err := range c.Tokens.check() {
+	for _, err := range c.Tokens.check(c.AuthorizationServer.Enabled) {
 		bad("tokens: %v", err)
+	}
+	for _, err := range c.AuthorizationServer.check(c.Tokens.MaxLifetime) {
+		bad("authorization_server: %v", err)
 	}
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		bad("log_format %q: want text or json", c.LogFormat)

@@ -57,8 +57,10 @@ type TokenIssuer struct {
 	JWKSURL  string `yaml:"jwks_url"`
 }
 
-// check returns what is wrong with t, and fills the defaults.
-func (t *Tokens) check() []error {
+// check returns what is wrong with t, and fills the defaults. ownIssuer
+// says the gateway's authorization server is on: its tokens are trusted
+// without a configured issuer.
+func (t *Tokens) check(ownIssuer bool) []error {
 	var errs []error
 	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
 	switch t.Mode {
@@ -68,8 +70,8 @@ func (t *Tokens) check() []error {
 	default:
 		bad("mode %q: want off, bearer, dpop or any", t.Mode)
 	}
-	if t.Mode != TokensOff && t.Mode != "" && len(t.Issuers) == 0 && len(errs) == 0 {
-		bad("mode %s: no issuers (whose tokens to accept)", t.Mode)
+	if t.Mode != TokensOff && t.Mode != "" && len(t.Issuers) == 0 && !ownIssuer && len(errs) == 0 {
+		bad("mode %s: no issuers (whose tokens to accept) and authorization_server is not enabled", t.Mode)
 	}
 	seen := map[string]bool{}
 	for i, is := range t.Issuers {

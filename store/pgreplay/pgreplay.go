@@ -149,7 +149,7 @@ type Set struct {
 	now      func() time.Time
 	log      *slog.Logger
 
-	seenSQL string
+	seenSQL, containsSQL string
 	// pruner deletes expired jtis, and says when the Set is closed.
 	pruner *pgutil.Pruner
 }
@@ -219,6 +219,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, o *Options) (*Set, error) {
 		ON CONFLICT (jti) DO UPDATE SET expires_at = EXCLUDED.expires_at
 		WHERE r.expires_at < $3
 		RETURNING true`
+	s.containsSQL = `SELECT EXISTS (SELECT 1 FROM ` + t + ` WHERE jti = $1 AND expires_at >= $2)`
 	pr.SQL = `DELETE FROM ` + t + `
 		WHERE ctid = ANY (ARRAY(
 			SELECT ctid FROM ` + t + ` WHERE expires_at < $1
@@ -272,6 +273,19 @@ func (s *Set) Seen(ctx context.Context, jti string, until time.Time) (bool, erro
 	}
 	s.maybePrune()
 	return false, nil
+}
+
+// Contains reports whether key is recorded and unexpired, recording
+// nothing (auth.ReplayLookup: revocations are read this way).
+func (s *Set) Contains(ctx context.Context, key string) (bool, error) {
+	if s.pruner.Closed() {
+		return false, fmt.Errorf("%w: %w", auth.ErrReplayCache, errClosed)
+	}
+	var ok bool
+	if err := s.pool.QueryRow(ctx, s.containsSQL, key, s.now()).Scan(&ok); err != nil {
+		return false, fmt.Errorf("%w: pgreplay: %w", auth.ErrReplayCache, err)
+	}
+	return ok, nil
 }
 
 // Prune deletes the jtis expired at Options.Now, in batches of at most

@@ -145,6 +145,19 @@ func (s *Set) Seen(ctx context.Context, jti string, until time.Time) (bool, erro
 	return !fresh, nil
 }
 
+// Contains reports whether key is recorded and unexpired, recording
+// nothing (auth.ReplayLookup: revocations are read this way).
+func (s *Set) Contains(ctx context.Context, key string) (bool, error) {
+	var n int
+	err := s.db.Read(ctx, func(tx *sqlitedb.Tx) error {
+		return tx.QueryRowContext(ctx, "SELECT count(*) FROM dpop_replay WHERE jti = ? AND expires_at >= ?", key, s.now().UnixNano()).Scan(&n)
+	})
+	if err != nil {
+		return false, fmt.Errorf("%w: %w", auth.ErrReplayCache, err)
+	}
+	return n > 0, nil
+}
+
 // Len returns how many jtis the set holds, expired ones included (for
 // tests and metrics).
 func (s *Set) Len(ctx context.Context) (int, error) {

@@ -33,7 +33,8 @@ type NewCache func(t *testing.T, clock func() time.Time) auth.ReplayCache
 //   - an entry is remembered through its until, inclusive, and forgotten
 //     after;
 //   - a done context is an error;
-//   - of concurrent calls with one jti, exactly one reports false.
+//   - of concurrent calls with one jti, exactly one reports false;
+//   - Contains (auth.ReplayLookup) reports unexpired keys and records none.
 func Run(t *testing.T, newCache NewCache) {
 	start := time.Date(2026, 4, 12, 12, 0, 0, 0, time.UTC)
 	ctx := context.Background()
@@ -94,6 +95,36 @@ func Run(t *testing.T, newCache NewCache) {
 		wg.Wait()
 		if fresh != 1 {
 			t.Fatalf("%d of %d concurrent calls saw the jti as new, want 1", fresh, n)
+		}
+	})
+
+	t.Run("Contains", func(t *testing.T) {
+		clock := NewClock(start)
+		c := newCache(t, clock.Now)
+		l, ok := c.(auth.ReplayLookup)
+		if !ok {
+			t.Fatalf("%T does not implement auth.ReplayLookup (Contains)", c)
+		}
+		contains := func(key string, want bool) {
+			t.Helper()
+			got, err := l.Contains(ctx, key)
+			if err != nil || got != want {
+				t.Fatalf("Contains(%q) = %v, %v; want %v", key, got, err, want)
+			}
+		}
+		contains("revoked-token:a", false)
+		contains("revoked-token:a", false) // Contains records nothing
+		expectSeen(t, c, ctx, "revoked-token:a", start.Add(10*time.Second), false)
+		contains("revoked-token:a", true)
+		contains("revoked-token:b", false)
+		clock.Advance(10 * time.Second)
+		contains("revoked-token:a", true)
+		clock.Advance(time.Second)
+		contains("revoked-token:a", false)
+		cctx, cancel := context.WithCancel(ctx)
+		cancel()
+		if _, err := l.Contains(cctx, "revoked-token:a"); err == nil {
+			t.Fatal("Contains with a cancelled context did not fail")
 		}
 	})
 
