@@ -39,10 +39,10 @@ the exit status is non-zero when any case failed or raised an error.
 
 With --live, the cases upstream gates behind a live platform service
 (skip_until) run too, against a custos serve this command starts in a
-temporary directory with those services on: ARSIA-State (state-storage)
-and the certificate authority (certificate-authority: L2 from the
-gateway's CA; L3, which it refuses to issue, from a stand-in qualified
-provider the gateway trusts). Cases of services not served yet stay
+temporary directory with those services on: ARSIA-State (state-storage),
+the certificate authority (certificate-authority: L2 from the gateway's
+CA; L3, which it refuses to issue, from a stand-in qualified provider the
+gateway trusts) and the authorization server (authorization-server). Cases of services not served yet stay
 skipped, with the reason.`,
 		Example: `  custos conformance arsia --suites ../shared/conformance/arsia/suites \
       --shared ../shared/conformance/arsia/shared --category canonicalization,signing`,

@@ -28,6 +28,7 @@ import (
 	"github.com/go-jose/go-jose/v4"
 
 	"github.com/custos-runtime/custos/arsia"
+	"github.com/custos-runtime/custos/arsia/auth"
 	"github.com/custos-runtime/custos/arsia/identity"
 	"github.com/custos-runtime/custos/arsia/sig"
 	"github.com/custos-runtime/custos/conformance"
@@ -169,8 +170,9 @@ func (q *qualifiedProvider) issue(agent string, pub ed25519.PublicKey) ([]string
 // liveTarget is the running gateway and the agents the runner plays.
 type liveTarget struct {
 	ctx         context.Context
-	base, token string
+	base, admin string
 	signer      sig.Signer
+	priv        ed25519.PrivateKey
 	kid         string
 	l2, l3      *livePeer
 	qtsp        *qualifiedProvider
@@ -181,9 +183,15 @@ type liveTarget struct {
 	dir         string
 }
 
-// startLiveTarget starts a gateway with state and the certificate
-// authority on, in a fresh data directory under dir.
+// startLiveTarget starts a gateway with state, the certificate authority
+// and the authorization server on, in a fresh data directory under dir.
 func startLiveTarget(ctx context.Context, dir string) (*liveTarget, error) {
+	return startLiveTargetWith(ctx, dir, "")
+}
+
+// startLiveTargetWith is startLiveTarget with tokens.mode set to
+// tokensMode (off when empty).
+func startLiveTargetWith(ctx context.Context, dir, tokensMode string) (*liveTarget, error) {
 	t := &liveTarget{ctx: ctx, dir: dir, http: &http.Client{Timeout: 30 * time.Second}, gdpr: map[string]any{"profile": "GDPR-STANDARD"}}
 	ok := false
 	defer func() {
@@ -191,11 +199,19 @@ func startLiveTarget(ctx context.Context, dir string) (*liveTarget, error) {
 			t.Close()
 		}
 	}()
-	signer, kid, jwksPath, err := localAgent(dir, liveAgent)
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
 		return nil, err
 	}
-	t.signer, t.kid = signer, kid
+	t.priv, t.kid = priv, liveAgent+"#key-1"
+	if t.signer, err = sig.NewEd25519Signer(priv.Seed()); err != nil {
+		return nil, err
+	}
+	jwks, _ := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: priv.Public(), KeyID: t.kid, Algorithm: "EdDSA", Use: "sig"}}})
+	jwksPath := filepath.Join(dir, "external-demo.jwks.json")
+	if err := os.WriteFile(jwksPath, jwks, 0o600); err != nil {
+		return nil, err
+	}
 	for _, p := range []**livePeer{&t.l2, &t.l3} {
 		agent := liveL2
 		if p == &t.l3 {
@@ -219,17 +235,21 @@ func startLiveTarget(ctx context.Context, dir string) (*liveTarget, error) {
 	cfg.Trust.CAFiles = []string{qtspRoot}
 	cfg.Trust.MinTrustLevel.Capabilities = map[string]identity.TrustLevel{"demo.certified": identity.L2, "demo.qualified": identity.L3}
 	cfg.Senders = []config.Sender{
-		{Agent: liveAgent, Capabilities: []string{"arsiaprotocol.state.*", "arsiaprotocol.state.snapshot"}},
+		{Agent: liveAgent, Capabilities: []string{"arsiaprotocol.state.*", "arsiaprotocol.state.snapshot", "demo.echo"}},
 		{Agent: liveL2, Capabilities: []string{"demo.*"}},
 		{Agent: liveL3, Capabilities: []string{"demo.*"}},
 	}
-	cfg.Handlers = map[string]config.Handler{"demo.certified": {Type: "echo"}, "demo.qualified": {Type: "echo"}}
+	cfg.Handlers = map[string]config.Handler{"demo.certified": {Type: "echo"}, "demo.qualified": {Type: "echo"}, "demo.echo": {Type: "echo"}}
 	cfg.State.Enabled = true
 	cfg.CertificateAuthority.Enabled = true
+	cfg.AuthorizationServer.Enabled = true
+	if tokensMode != "" {
+		cfg.Tokens.Mode = tokensMode
+	}
 	if err := cfg.Check(); err != nil {
 		return nil, err
 	}
-	if t.base, t.token, t.stop, err = startLocalGateway(ctx, cfg); err != nil {
+	if t.base, t.admin, t.stop, err = startLocalGateway(ctx, cfg); err != nil {
 		return nil, err
 	}
 	ok = true
@@ -267,6 +287,18 @@ func (t *liveTarget) Run(c conformance.LiveCase) error {
 		return fresh.state(op, c)
 	case "certificate-authority":
 		return t.certificate(c)
+	case "authorization-server":
+		// On a gateway of its own that demands tokens (any kind).
+		dir, err := os.MkdirTemp(t.dir, "as-")
+		if err != nil {
+			return err
+		}
+		fresh, err := startLiveTargetWith(t.ctx, dir, "any")
+		if err != nil {
+			return err
+		}
+		defer fresh.Close()
+		return fresh.authorization(op, c)
 	}
 	return fmt.Errorf("%w (%s is not served yet)", conformance.ErrLiveUnsupported, c.SkipUntil)
 }
@@ -274,6 +306,11 @@ func (t *liveTarget) Run(c conformance.LiveCase) error {
 // send signs a request as signer/kid and posts it; it returns the status
 // and the reply's payload, after checking the reply's signature.
 func (t *liveTarget) send(signer sig.Signer, kid, capability, typ string, args any, comp map[string]any) (int, map[string]any, error) {
+	return t.sendWith(signer, kid, capability, typ, args, comp, nil)
+}
+
+// sendWith is send with extra request headers.
+func (t *liveTarget) sendWith(signer sig.Signer, kid, capability, typ string, args any, comp map[string]any, headers map[string]string) (int, map[string]any, error) {
 	from, _, _ := strings.Cut(kid, "#")
 	e, err := arsia.NewRequest(from, liveGateway, []string{capability}, typ, args, arsia.BuildOptions{Now: time.Now(), Compliance: comp})
 	if err != nil {
@@ -290,6 +327,9 @@ func (t *liveTarget) send(signer sig.Signer, kid, capability, typ string, args a
 	body, _ := json.Marshal(signed)
 	req, _ := http.NewRequestWithContext(t.ctx, "POST", t.base+"/v1/arsia/inbox", bytes.NewReader(body))
 	req.Header.Set("Content-Type", httpapi.ARSIAMediaType+"; v=1")
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
 	resp, err := t.http.Do(req)
 	if err != nil {
 		return 0, nil, err
@@ -474,7 +514,7 @@ func (t *liveTarget) caAPI(body any) (int, map[string]any, error) {
 	b, _ := json.Marshal(body)
 	req, _ := http.NewRequestWithContext(t.ctx, "POST", t.base+httpapi.CACertificatesPath, bytes.NewReader(b))
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+t.token)
+	req.Header.Set("Authorization", "Bearer "+t.admin)
 	resp, err := t.http.Do(req)
 	if err != nil {
 		return 0, nil, err
@@ -558,4 +598,195 @@ func (t *liveTarget) certificate(c conformance.LiveCase) error {
 		return fmt.Errorf("trust level %s, want %s", got, want)
 	}
 	return nil
+}
+
+// form posts an OAuth form to the gateway's authorization server and
+// decodes the JSON answer (nil for an empty body).
+func (t *liveTarget) form(path string, v url.Values, headers map[string]string) (int, map[string]any, error) {
+	req, _ := http.NewRequestWithContext(t.ctx, "POST", t.base+path, strings.NewReader(v.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	for k, h := range headers {
+		req.Header.Set(k, h)
+	}
+	resp, err := t.http.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return 0, nil, err
+	}
+	var m map[string]any
+	if len(b) > 0 {
+		if err := json.Unmarshal(b, &m); err != nil {
+			return resp.StatusCode, nil, fmt.Errorf("%s answered %d with a body that is not JSON: %.200s", path, resp.StatusCode, b)
+		}
+	}
+	return resp.StatusCode, m, nil
+}
+
+// clientAuth is a fresh client assertion of the runner's agent, for the
+// token endpoint.
+func (t *liveTarget) clientAuth(v url.Values) (url.Values, error) {
+	a, err := auth.NewClientAssertion(t.priv, t.kid, auth.ClientAssertionOptions{ClientID: liveAgent, Audience: t.base + "/oauth/token", Now: time.Now()})
+	if err != nil {
+		return nil, err
+	}
+	v.Set("client_assertion_type", auth.ClientAssertionType)
+	v.Set("client_assertion", a)
+	return v, nil
+}
+
+// token asks for an access token for demo.echo; with dpop, bound to the
+// agent's key by a proof.
+func (t *liveTarget) token(dpop bool) (int, map[string]any, error) {
+	v, err := t.clientAuth(url.Values{"grant_type": {"client_credentials"}, "scope": {"demo.echo"}, "audience": {liveGateway}})
+	if err != nil {
+		return 0, nil, err
+	}
+	var h map[string]string
+	if dpop {
+		proof, err := auth.NewTokenRequestProof(t.priv, "POST", t.base+"/oauth/token", time.Now())
+		if err != nil {
+			return 0, nil, err
+		}
+		h = map[string]string{"DPoP": proof}
+	}
+	return t.form("/oauth/token", v, h)
+}
+
+// callWith calls demo.echo with an Authorization header ("" for none).
+func (t *liveTarget) callWith(authorization string) (int, map[string]any, error) {
+	var h map[string]string
+	if authorization != "" {
+		h = map[string]string{"Authorization": authorization}
+	}
+	return t.sendWith(t.signer, t.kid, "demo.echo", "com.conformance/call", map[string]any{"case": "token"}, nil, h)
+}
+
+func (t *liveTarget) introspect(token string) (map[string]any, error) {
+	v, err := t.clientAuth(url.Values{"token": {token}})
+	if err != nil {
+		return nil, err
+	}
+	code, m, err := t.form("/oauth/introspect", v, nil)
+	if err == nil && code != 200 {
+		err = fmt.Errorf("introspection: %d %v", code, m)
+	}
+	return m, err
+}
+
+// authorization plays the authorization server cases: RFC 8414 metadata,
+// the client_credentials grant with private_key_jwt (bearer and DPoP-bound
+// tokens, used at the inbox), RFC 7662 introspection and RFC 7009
+// revocation.
+func (t *liveTarget) authorization(op string, c conformance.LiveCase) error {
+	switch op {
+	case "live_as_metadata":
+		req, _ := http.NewRequestWithContext(t.ctx, "GET", t.base+"/.well-known/oauth-authorization-server", nil)
+		resp, err := t.http.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		var md map[string]any
+		if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&md); err != nil || resp.StatusCode != 200 {
+			return fmt.Errorf("metadata: %d %v", resp.StatusCode, err)
+		}
+		// RFC 8414 §3.3: the issuer is the URL the metadata was derived from.
+		if md["issuer"] != t.base {
+			return fmt.Errorf("issuer %v, want %s", md["issuer"], t.base)
+		}
+		for k, want := range map[string]string{"token_endpoint": "/oauth/token", "introspection_endpoint": "/oauth/introspect",
+			"revocation_endpoint": "/oauth/revoke", "jwks_uri": "/.well-known/arsia/jwks.json"} {
+			if md[k] != t.base+want {
+				return fmt.Errorf("%s = %v, want %s", k, md[k], t.base+want)
+			}
+		}
+		for k, want := range map[string]string{"grant_types_supported": "client_credentials",
+			"token_endpoint_auth_methods_supported": "private_key_jwt", "token_endpoint_auth_signing_alg_values_supported": "EdDSA",
+			"dpop_signing_alg_values_supported": "EdDSA"} {
+			if !strings.Contains(fmt.Sprint(md[k]), want) {
+				return fmt.Errorf("%s = %v, want it to list %s", k, md[k], want)
+			}
+		}
+		return expectValid(c, true)
+	case "live_token_request":
+		if code, p, err := t.callWith(""); err != nil || code != 401 {
+			return fmt.Errorf("a call without a token: %d %v %v, want 401", code, p, err)
+		}
+		code, tok, err := t.token(false)
+		if err != nil {
+			return err
+		}
+		at, _ := tok["access_token"].(string)
+		if code != 200 || at == "" || tok["token_type"] != "Bearer" || tok["expires_in"] == nil {
+			return fmt.Errorf("token: %d %v", code, tok)
+		}
+		if code, p, err := t.callWith("Bearer " + at); err != nil || code != 200 {
+			return fmt.Errorf("a call with the token: %d %v %v", code, p, err)
+		}
+		code, bound, err := t.token(true)
+		if err != nil {
+			return err
+		}
+		bt, _ := bound["access_token"].(string)
+		if code != 200 || bound["token_type"] != "DPoP" || bt == "" {
+			return fmt.Errorf("DPoP-bound token: %d %v", code, bound)
+		}
+		// A bound token without its proof is refused.
+		if code, p, err := t.callWith("Bearer " + bt); err != nil || code != 401 {
+			return fmt.Errorf("a bound token without its proof: %d %v %v, want 401", code, p, err)
+		}
+		return expectValid(c, true)
+	case "live_token_introspection":
+		code, tok, err := t.token(false)
+		if err != nil {
+			return err
+		}
+		at, _ := tok["access_token"].(string)
+		if code != 200 || at == "" {
+			return fmt.Errorf("token: %d %v", code, tok)
+		}
+		m, err := t.introspect(at)
+		if err != nil {
+			return err
+		}
+		if m["active"] != true || m["sub"] != liveAgent || !strings.Contains(fmt.Sprint(m["scope"]), "demo.echo") {
+			return fmt.Errorf("introspection of a live token: %v", m)
+		}
+		if m, err := t.introspect("not-a-token"); err != nil || m["active"] != false {
+			return fmt.Errorf("introspection of garbage: %v %v, want active false", m, err)
+		}
+		v, err := t.clientAuth(url.Values{"token": {at}})
+		if err != nil {
+			return err
+		}
+		if code, m, err := t.form("/oauth/revoke", v, nil); err != nil || code != 200 {
+			return fmt.Errorf("revocation: %d %v %v", code, m, err)
+		}
+		if m, err := t.introspect(at); err != nil || m["active"] != false {
+			return fmt.Errorf("introspection after revocation: %v %v, want active false", m, err)
+		}
+		code, p, err := t.callWith("Bearer " + at)
+		if err != nil || code != 401 || !strings.Contains(fmt.Sprint(p), "token_revoked") {
+			return fmt.Errorf("a call with the revoked token: %d %v %v, want 401 token_revoked", code, p, err)
+		}
+		return expectValid(c, true)
+	case "issue_token":
+		if agent, _ := c.Input["agent_id"].(string); agent != liveAgent {
+			return fmt.Errorf("%w: issue_token for %q (the runner plays %s)", conformance.ErrLiveUnsupported, agent, liveAgent)
+		}
+		code, tok, err := t.token(true)
+		if err != nil {
+			return err
+		}
+		want, _ := c.Expected["status"].(int)
+		if code != want || tok["access_token"] == nil {
+			return fmt.Errorf("token: %d %v, want %d", code, tok, want)
+		}
+		return nil
+	}
+	return fmt.Errorf("%w: authorization operation %q", conformance.ErrLiveUnsupported, op)
 }

@@ -23,6 +23,10 @@ func TestLiveTarget(t *testing.T) {
 		return conformance.LiveCase{ID: "CERT-" + level, Category: "certificates", SkipUntil: "certificate-authority",
 			Input: map[string]any{"operation": "compute_trust_level"}, Expected: map[string]any{"trust_level": level}}
 	}
+	as := func(op string, expected map[string]any) conformance.LiveCase {
+		return conformance.LiveCase{ID: "AS-" + op, Category: "authorization", SkipUntil: "authorization-server",
+			Input: map[string]any{"operation": op, "agent_id": liveAgent}, Expected: expected}
+	}
 	const demo = "agent:external.demo"
 	for _, tc := range []struct {
 		c    conformance.LiveCase
@@ -39,6 +43,12 @@ func TestLiveTarget(t *testing.T) {
 		{state("DELETE-neg", map[string]any{"operation": "delete_missing", "key": demo + "/agent/ghost"}, map[string]any{"result": "x"}), false},
 		{cert("L2"), true},
 		{cert("L3"), true},
+		{as("live_as_metadata", map[string]any{"valid": true}), true},
+		{as("live_as_metadata", map[string]any{"valid": false}), false},
+		{as("live_token_request", map[string]any{"valid": true}), true},
+		{as("live_token_introspection", map[string]any{"valid": true}), true},
+		{as("issue_token", map[string]any{"status": 200}), true},
+		{as("issue_token", map[string]any{"status": 401}), false},
 	} {
 		err := target.Run(tc.c)
 		if tc.pass && err != nil {
@@ -50,7 +60,7 @@ func TestLiveTarget(t *testing.T) {
 	}
 	// What it cannot run stays skipped.
 	for _, c := range []conformance.LiveCase{
-		{ID: "AS", SkipUntil: "authorization-server"},
+		{ID: "FLOW", SkipUntil: "multi-agent-flow"},
 		state("OTHER", map[string]any{"operation": "teleport"}, nil),
 		cert("L9"),
 	} {
