@@ -3,76 +3,15 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/base64"
 	"encoding/json"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/go-jose/go-jose/v4"
-
-	"github.com/custos-runtime/custos/arsia/sig"
 )
-
-// caPeer is the sender as a discoverable agent: its metadata, JWKS and
-// signed identity record, whose certificate chain the test sets.
-type caPeer struct {
-	srv  *httptest.Server
-	priv ed25519.PrivateKey
-	kid  string
-	mu   sync.Mutex
-	pem  []string
-}
-
-func newCAPeer(t *testing.T) *caPeer {
-	t.Helper()
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &caPeer{priv: priv, kid: sender + "#key-1"}
-	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		switch r.URL.Path {
-		case "/.well-known/arsia":
-			_ = json.NewEncoder(w).Encode(map[string]any{"agent_id": sender, "name": "advisor", "version": "1.0", "protocol_version": "1.0",
-				"inbox": p.srv.URL + "/v1/arsia/inbox", "jwks": "/.well-known/arsia/jwks.json", "capabilities_supported": []string{"demo.echo"},
-				"max_message_bytes": 1048576, "request_timeout_ms": 30000, "server_min": "1.0", "server_max": "1.0"})
-		case "/.well-known/arsia/jwks.json":
-			_ = json.NewEncoder(w).Encode(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{p.jwk()}})
-		case "/.well-known/arsia/identity":
-			rec := map[string]any{"agent_id": sender, "owner_id": "PT509876543", "owner_name": "Acme", "jurisdiction": "PT",
-				"ai_system_classification": "limited-risk", "created_at": time.Now().UTC().Add(-time.Hour).Format("2006-01-02T15:04:05.000Z"),
-				"contact_email": "ops@acme.example"}
-			p.mu.Lock()
-			if p.pem != nil {
-				rec["certificate_chain"] = p.pem
-			}
-			p.mu.Unlock()
-			body, _ := json.Marshal(rec)
-			d := sha256.Sum256(body)
-			w.Header().Set("X-ARSIA-Sig", base64.RawURLEncoding.EncodeToString(ed25519.Sign(p.priv, d[:])))
-			_, _ = w.Write(body)
-		default:
-			http.NotFound(w, r)
-		}
-	}))
-	t.Cleanup(p.srv.Close)
-	return p
-}
-
-func (p *caPeer) jwk() jose.JSONWebKey {
-	return jose.JSONWebKey{Key: p.priv.Public(), KeyID: p.kid, Algorithm: "EdDSA", Use: "sig"}
-}
 
 // The whole L2 path through a running gateway: a capability that needs L2
 // is refused to the sender at L1; the gateway's CA issues it a
@@ -80,19 +19,20 @@ func (p *caPeer) jwk() jose.JSONWebKey {
 // then runs; once revoked through the API, the next call is refused with
 // certificate_revoked. L3 is never issued.
 func TestServeCertificateAuthorityMakesL2(t *testing.T) {
-	peer := newCAPeer(t)
-	dataDir := filepath.Join(t.TempDir(), "data")
-	signer, err := sig.NewEd25519Signer(peer.priv.Seed())
+	// The sender as a discoverable agent (conformance_live.go).
+	peer, err := newLivePeer(sender)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = peer.srv.Close() })
+	dataDir := filepath.Join(t.TempDir(), "data")
 	cfg := "listen: 127.0.0.1:0\ndata: " + dataDir + "\nagent: agent:acme.gateway\n" +
-		"trust:\n  peers:\n    - {agent: \"" + sender + "\", url: \"" + peer.srv.URL + "\"}\n  identity_ttl: 1ms\n" +
+		"trust:\n  peers:\n    - {agent: \"" + sender + "\", url: \"" + peer.url + "\"}\n  identity_ttl: 1ms\n" +
 		"  min_trust_level:\n    capabilities: {\"billing.*\": L2}\n" +
 		"senders:\n  - agent: " + sender + "\n    capabilities: [\"billing.*\", \"demo.*\"]\n" +
 		"handlers:\n  demo.echo:\n    type: echo\n  billing.invoice.create:\n    type: echo\n" +
 		"certificate_authority:\n  enabled: true\n  validity: 720h\n"
-	prev := &gatewayUnderTest{signer: signer, kid: peer.kid, upstream: new(atomic.Int64), upstreamTrace: new(atomic.Value),
+	prev := &gatewayUnderTest{signer: peer.signer, kid: peer.kid, upstream: new(atomic.Int64), upstreamTrace: new(atomic.Value),
 		configPath: filepath.Join(t.TempDir(), "custos.yaml")}
 	if err := os.WriteFile(prev.configPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
@@ -137,7 +77,7 @@ func TestServeCertificateAuthorityMakesL2(t *testing.T) {
 		chain = append(chain, c.(string))
 	}
 	peer.mu.Lock()
-	peer.pem = chain
+	peer.chain = chain
 	peer.mu.Unlock()
 	time.Sleep(5 * time.Millisecond) // past identity_ttl
 	if code, reply, _ := g.send(t, "billing.invoice.create", "", map[string]any{"x": 1}, nil); code != 200 {
