@@ -357,6 +357,13 @@ type HistoryEntry struct {
 	// Because says why the rule approved it.
 	Because      []string `json:"because,omitempty"`
 	SupersededBy string   `json:"superseded_by,omitempty"`
+	// Question is the prompt of a request that asked a question,
+	// Response the reviewer's reply (aais.QuestionExtension).
+	Question string `json:"question,omitempty"`
+	Response string `json:"response,omitempty"`
+	// Agent is the requesting agent, Risk the request's risk level.
+	Agent string         `json:"agent,omitempty"`
+	Risk  aais.RiskLevel `json:"risk,omitempty"`
 }
 
 // History returns the latest resolutions, newest first (limit 1-200; 0
