@@ -30,6 +30,9 @@ var ErrBadRequest = errors.New("ca: bad request")
 const (
 	DefaultValidity = 90 * 24 * time.Hour
 	MaxValidity     = 397 * 24 * time.Hour
+	// NotBeforeBackdate is how far before issuance a certificate's
+	// validity starts (clock skew between the CA and receivers).
+	NotBeforeBackdate = time.Minute
 )
 
 // Options for Issue. Zero Validity means the CA default.
@@ -189,12 +192,15 @@ func (c *CA) Issue(_ context.Context, agentID string, pub ed25519.PublicKey, opt
 	if err != nil {
 		return Issued{}, err
 	}
-	now := c.now().UTC().Truncate(time.Second)
+	// Valid from a minute ago, so that a receiver whose clock is a little
+	// behind (or truncates to the second) does not see it as not yet
+	// valid; the lifetime is still exactly v.
+	from := c.now().UTC().Truncate(time.Second).Add(-NotBeforeBackdate)
 	tmpl := &x509.Certificate{
 		SerialNumber: serial,
 		Subject:      pkix.Name{CommonName: agentID},
-		NotBefore:    now,
-		NotAfter:     now.Add(v),
+		NotBefore:    from,
+		NotAfter:     from.Add(v),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 		URIs:         []*url.URL{u},
