@@ -250,7 +250,7 @@ func (a *caAPI) issue(w http.ResponseWriter, r *http.Request, actor aais.Actor) 
 	}
 	if req.TrustLevel == "L3" {
 		caProblem(w, asc.PermissionDenied, http.StatusForbidden,
-			"This gateway's CA issues L2 certificates only. L3 requires a qualified certificate (QcStatements, ETSI EN 319 412-5) from a qualified trust service provider under eIDAS; anchor that provider's root in trust.ca_files instead.",
+			"This gateway's CA issues L2 certificates only. L3 requires a qualified certificate (QcStatements, ETSI EN 319 412-5) from a qualified trust service provider under eIDAS; anchor that provider's root in trust.qualified_ca_files instead.",
 			map[string]any{"reason": ReasonQualifiedNotIssued, "requested": "L3", "issuable": []string{"L2"},
 				"legal_basis": "eIDAS (Regulation (EU) No 910/2014) Art. 3(15), Art. 28: qualified certificates are issued by qualified trust service providers only"})
 		return

@@ -115,7 +115,7 @@ func (p *livePeer) serve(w http.ResponseWriter, r *http.Request) {
 }
 
 // qualifiedProvider stands in for an eIDAS qualified trust service
-// provider: a root the gateway is configured to trust (trust.ca_files),
+// provider: a root the gateway lists as qualified (trust.qualified_ca_files),
 // issuing leaves with the QcStatements extension. Custos's own CA never
 // issues those.
 type qualifiedProvider struct {
@@ -232,7 +232,7 @@ func startLiveTargetWith(ctx context.Context, dir, tokensMode string) (*liveTarg
 	cfg.Listen, cfg.Data, cfg.Agent = "127.0.0.1:0", filepath.Join(dir, "data"), liveGateway
 	cfg.Trust.JWKSFiles = []string{jwksPath}
 	cfg.Trust.Peers = []config.TrustPeer{{Agent: liveL2, URL: t.l2.url}, {Agent: liveL3, URL: t.l3.url}}
-	cfg.Trust.CAFiles = []string{qtspRoot}
+	cfg.Trust.QualifiedCAFiles = []string{qtspRoot}
 	cfg.Trust.MinTrustLevel.Capabilities = map[string]identity.TrustLevel{"demo.certified": identity.L2, "demo.qualified": identity.L3}
 	cfg.Senders = []config.Sender{
 		{Agent: liveAgent, Capabilities: []string{"arsiaprotocol.state.*", "arsiaprotocol.state.snapshot", "demo.echo"}},

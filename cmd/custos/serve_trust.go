@@ -32,6 +32,7 @@ func newTrust(t config.Trust, extra trustAnchors) (sig.KeySource, gateway.TrustP
 		JWKSURLs:                 t.JWKSURLs,
 		Peers:                    peers,
 		CAFiles:                  t.CAFiles,
+		QualifiedCAFiles:         t.QualifiedCAFiles,
 		Roots:                    extra.roots,
 		CheckRevocation:          extra.revocation,
 		RevokedKIDs:              t.RevokedKIDs,

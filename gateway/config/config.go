@@ -237,6 +237,11 @@ type Trust struct {
 	// CAFiles are PEM files of the CA certificates whose chains make a
 	// peer L2 (L3 with QcStatements).
 	CAFiles []string `yaml:"ca_files"`
+	// QualifiedCAFiles, when set, are the only roots (of qualified trust
+	// service providers) under which a QcStatements chain is L3; they
+	// count for L2 as ca_files do. Unset: QcStatements under any root is
+	// L3.
+	QualifiedCAFiles []string `yaml:"qualified_ca_files"`
 	// RevokedKIDs are kids refused (certificate_revoked) even while a
 	// JWKS still publishes them.
 	RevokedKIDs []string `yaml:"revoked_kids"`
@@ -363,6 +368,11 @@ func (t Trust) check() []error {
 	for _, f := range t.CAFiles {
 		if f == "" {
 			bad("trust.ca_files: empty path")
+		}
+	}
+	for _, f := range t.QualifiedCAFiles {
+		if f == "" {
+			bad("trust.qualified_ca_files: empty path")
 		}
 	}
 	for _, k := range t.RevokedKIDs {

@@ -3,6 +3,7 @@ package trust_test
 import (
 	"crypto/x509"
 	"encoding/pem"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -106,5 +107,45 @@ func TestGatewayCAChainIsL2UntilRevoked(t *testing.T) {
 	s4 := newStore(t, trust.Config{Peers: cfg.Peers, Roots: cfg.Roots}, clk)
 	if _, e := s4.Level(t.Context(), billing, key()); e == nil || e.Code != arsia.CodeCertificateExpired {
 		t.Fatalf("expired chain: %v", e)
+	}
+}
+
+// qualified_ca_files makes L3 a decision about which roots are qualified
+// providers: a QcStatements leaf under an ordinary CA is then L2, under a
+// listed provider L3; without the list any root's QcStatements leaf is L3.
+func TestQualifiedRootsDecideL3(t *testing.T) {
+	qtsp, ordinary := newTestPKI(t), newTestPKI(t)
+	k := newAgentKey(t, billing+"#key-1")
+	p := newFakePeer(t, billing, k)
+	peers := []trust.Peer{{Agent: billing, URL: p.srv.URL}}
+	level := func(cfg trust.Config, pki *testPKI) identity.TrustLevel {
+		t.Helper()
+		p.set(func(p *fakePeer) { p.chain = pki.chain(t, k.pub, leafOpts{agent: billing, qc: true}) })
+		s := newStore(t, cfg, newClock())
+		kk, err := s.Key(t.Context(), k.kid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, e := s.Level(t.Context(), billing, kk)
+		if e != nil {
+			t.Fatalf("Level: %v", e)
+		}
+		return l
+	}
+	both := trust.Config{Peers: peers, CAFiles: []string{ordinary.rootFile}, QualifiedCAFiles: []string{qtsp.rootFile}}
+	if got := level(both, ordinary); got != identity.L2 {
+		t.Errorf("QcStatements under an ordinary CA with qualified_ca_files set: %v, want L2", got)
+	}
+	if got := level(both, qtsp); got != identity.L3 {
+		t.Errorf("QcStatements under a qualified provider: %v, want L3", got)
+	}
+	if got := level(trust.Config{Peers: peers, QualifiedCAFiles: []string{qtsp.rootFile}}, qtsp); got != identity.L3 {
+		t.Errorf("qualified_ca_files alone anchors its roots: %v, want L3", got)
+	}
+	if got := level(trust.Config{Peers: peers, CAFiles: []string{ordinary.rootFile}}, ordinary); got != identity.L3 {
+		t.Errorf("without qualified_ca_files: %v, want L3", got)
+	}
+	if _, err := trust.New(trust.Config{QualifiedCAFiles: []string{filepath.Join(t.TempDir(), "missing.pem")}}, nil); err == nil {
+		t.Error("a missing qualified_ca_files entry was accepted")
 	}
 }

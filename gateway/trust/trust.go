@@ -44,6 +44,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -88,6 +89,11 @@ type Config struct {
 	// CAFiles are PEM files of the CA certificates whose chains count for
 	// L2 and L3. Without any, every sender is L1.
 	CAFiles []string
+	// QualifiedCAFiles, when set, are PEM files of the roots of qualified
+	// trust service providers: the only chains that can be L3 (a
+	// QcStatements leaf under another root is L2). They count for L2 too.
+	// When empty, a QcStatements leaf under any root is L3.
+	QualifiedCAFiles []string
 	// Roots are CA certificates anchored besides CAFiles' (the gateway's
 	// own issuing CA, say).
 	Roots []*x509.Certificate
@@ -133,6 +139,7 @@ type Store struct {
 	static     sig.KeySources
 	peers      map[string]*peer
 	roots      *x509.CertPool
+	qualified  *x509.CertPool
 	revocation func([]*x509.Certificate) error
 	revokedKID map[string]bool
 	revokedTP  map[string]bool
@@ -213,9 +220,17 @@ func New(cfg Config, opts *Options) (*Store, error) {
 		}
 		s.peers[p.Agent] = &peer{agent: p.Agent, base: p.URL, disc: disc, client: s.client, lock: make(chan struct{}, 1)}
 	}
-	if len(cfg.CAFiles) > 0 || len(cfg.Roots) > 0 {
+	if len(cfg.QualifiedCAFiles) > 0 {
+		s.qualified = x509.NewCertPool()
+		for _, f := range cfg.QualifiedCAFiles {
+			if err := addPEMFile(s.qualified, f); err != nil {
+				return nil, fmt.Errorf("%w: qualified_ca_files: %w", ErrConfig, err)
+			}
+		}
+	}
+	if len(cfg.CAFiles) > 0 || len(cfg.Roots) > 0 || len(cfg.QualifiedCAFiles) > 0 {
 		s.roots = x509.NewCertPool()
-		for _, f := range cfg.CAFiles {
+		for _, f := range append(slices.Clone(cfg.CAFiles), cfg.QualifiedCAFiles...) {
 			if err := addPEMFile(s.roots, f); err != nil {
 				return nil, fmt.Errorf("%w: ca_files: %w", ErrConfig, err)
 			}
@@ -492,6 +507,7 @@ func (s *Store) Level(ctx context.Context, sender string, k *jose.JSONWebKey) (i
 	}
 	level, err := identity.VerifyChain(rec.CertificateChain, identity.VerifyOptions{
 		Roots: s.roots, Now: now, AgentID: sender, SigningKey: pub, CheckRevocation: s.revocation,
+		QualifiedRoots: s.qualified,
 	})
 	if err != nil {
 		if e := asARSIA(err); e != nil {
