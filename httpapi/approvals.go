@@ -478,7 +478,13 @@ func readJSON(w http.ResponseWriter, r *http.Request, max int64, what string) (b
 
 // problem answers an RFC 9457 problem document carrying an ASC status.
 func problem(w http.ResponseWriter, code asc.Code, status int, detail string) {
-	b := problemJSON(code, status, detail)
+	problemExtra(w, code, status, detail, nil)
+}
+
+// problemExtra is problem with extension members (a reason, say) next to
+// the ASC status.
+func problemExtra(w http.ResponseWriter, code asc.Code, status int, detail string, extra map[string]any) {
+	b := problemDoc(code, status, detail, extra)
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
@@ -487,10 +493,14 @@ func problem(w http.ResponseWriter, code asc.Code, status int, detail string) {
 
 // problemJSON is the problem document of problem.
 func problemJSON(code asc.Code, status int, detail string) []byte {
+	return problemDoc(code, status, detail, nil)
+}
+
+func problemDoc(code asc.Code, status int, detail string, extra map[string]any) []byte {
 	env := asc.New(code, asc.ScopePolicyDecision, true, time.Now())
 	env.Message = &asc.Message{User: detail}
 	p := asc.ToProblem(env)
-	p.Status = status
+	p.Status, p.Extra = status, extra
 	b, err := p.MarshalJSON()
 	if err != nil {
 		b, _ = json.Marshal(map[string]any{"status": status, "detail": detail})

@@ -103,29 +103,12 @@ func (a *caAPI) operator(next func(http.ResponseWriter, *http.Request, aais.Acto
 			return
 		}
 		if !slices.Contains(a.o.Operators(), actor.ID) {
-			caProblem(w, asc.PermissionDenied, http.StatusForbidden, "Reviewer "+actor.ID+" is not a certificate authority operator.",
+			problemExtra(w, asc.PermissionDenied, http.StatusForbidden, "Reviewer "+actor.ID+" is not a certificate authority operator.",
 				map[string]any{"reason": "not_an_operator"})
 			return
 		}
 		next(w, r, actor)
 	}
-}
-
-// caProblem is problem with extension members.
-func caProblem(w http.ResponseWriter, code asc.Code, status int, detail string, extra map[string]any) {
-	env := asc.New(code, asc.ScopePolicyDecision, true, time.Now())
-	env.Message = &asc.Message{User: detail}
-	p := asc.ToProblem(env)
-	p.Status, p.Extra = status, extra
-	b, err := p.MarshalJSON()
-	if err != nil {
-		problem(w, code, status, detail)
-		return
-	}
-	w.Header().Set("Content-Type", "application/problem+json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	_, _ = w.Write(b)
 }
 
 // IssueRequest is the body of POST CACertificatesPath.
@@ -249,7 +232,7 @@ func (a *caAPI) issue(w http.ResponseWriter, r *http.Request, actor aais.Actor) 
 		return
 	}
 	if req.TrustLevel == "L3" {
-		caProblem(w, asc.PermissionDenied, http.StatusForbidden,
+		problemExtra(w, asc.PermissionDenied, http.StatusForbidden,
 			"This gateway's CA issues L2 certificates only. L3 requires a qualified certificate (QcStatements, ETSI EN 319 412-5) from a qualified trust service provider under eIDAS; anchor that provider's root in trust.qualified_ca_files instead.",
 			map[string]any{"reason": ReasonQualifiedNotIssued, "requested": "L3", "issuable": []string{"L2"},
 				"legal_basis": "eIDAS (Regulation (EU) No 910/2014) Art. 3(15), Art. 28: qualified certificates are issued by qualified trust service providers only"})
