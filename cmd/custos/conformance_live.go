@@ -212,16 +212,16 @@ func startLiveTargetWith(ctx context.Context, dir, tokensMode string) (*liveTarg
 	if err := os.WriteFile(jwksPath, jwks, 0o600); err != nil {
 		return nil, err
 	}
-	for _, p := range []**livePeer{&t.l2, &t.l3} {
-		agent := liveL2
-		if p == &t.l3 {
-			agent = liveL3
-		}
-		if *p, err = newLivePeer(agent); err != nil {
+	for _, p := range []struct {
+		dst   **livePeer
+		agent string
+	}{{&t.l2, liveL2}, {&t.l3, liveL3}} {
+		peer, err := newLivePeer(p.agent)
+		if err != nil {
 			return nil, err
 		}
-		srv := (*p).srv
-		t.cleanup = append(t.cleanup, func() { _ = srv.Close() })
+		*p.dst = peer
+		t.cleanup = append(t.cleanup, func() { _ = peer.srv.Close() })
 	}
 	qtsp, qtspRoot, err := newQualifiedProvider(dir)
 	if err != nil {
@@ -275,32 +275,29 @@ func (t *liveTarget) Run(c conformance.LiveCase) error {
 	case "state-storage":
 		// Each on a gateway of its own, on an empty store, as the cases
 		// assume (a snapshot before any write, totals of a fresh store).
-		dir, err := os.MkdirTemp(t.dir, "state-")
-		if err != nil {
-			return err
-		}
-		fresh, err := startLiveTarget(t.ctx, dir)
-		if err != nil {
-			return err
-		}
-		defer fresh.Close()
-		return fresh.state(op, c)
+		return t.fresh("", func(f *liveTarget) error { return f.state(op, c) })
 	case "certificate-authority":
 		return t.certificate(c)
 	case "authorization-server":
 		// On a gateway of its own that demands tokens (any kind).
-		dir, err := os.MkdirTemp(t.dir, "as-")
-		if err != nil {
-			return err
-		}
-		fresh, err := startLiveTargetWith(t.ctx, dir, "any")
-		if err != nil {
-			return err
-		}
-		defer fresh.Close()
-		return fresh.authorization(op, c)
+		return t.fresh("any", func(f *liveTarget) error { return f.authorization(op, c) })
 	}
 	return fmt.Errorf("%w (%s is not served yet)", conformance.ErrLiveUnsupported, c.SkipUntil)
+}
+
+// fresh runs play against a gateway of its own (tokens.mode tokensMode),
+// in a new directory under t's, stopped afterwards.
+func (t *liveTarget) fresh(tokensMode string, play func(*liveTarget) error) error {
+	dir, err := os.MkdirTemp(t.dir, "case-")
+	if err != nil {
+		return err
+	}
+	f, err := startLiveTargetWith(t.ctx, dir, tokensMode)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return play(f)
 }
 
 // send signs a request as signer/kid and posts it; it returns the status
