@@ -242,6 +242,27 @@ func NewApprovalDecision(from, to, correlationID string, d ApprovalDecision, cap
 	return e, nil
 }
 
+// NewDecision builds an approval_decision whose payload is of type
+// payloadType with result as its result, for decisions of other modules
+// than oversight (the onboarding decision, ARSIA-Identity §7.6): no
+// approver_id is added. capabilities must be non-empty and grammatical.
+func NewDecision(from, to, correlationID, payloadType string, result any, capabilities []string, opts BuildOptions) (*Envelope, error) {
+	if len(capabilities) == 0 {
+		return nil, buildErr("approval decision needs capabilities")
+	}
+	for _, c := range capabilities {
+		if err := ValidateCapability(c); err != nil {
+			return nil, err
+		}
+	}
+	e, err := newEnvelope(IntentApprovalDecision, from, to, correlationID, payloadType, result, opts)
+	if err != nil {
+		return nil, err
+	}
+	e.Capabilities = slices.Clone(capabilities)
+	return e, nil
+}
+
 func buildErr(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrInvalidBuild, fmt.Sprintf(format, args...))
 }

@@ -63,6 +63,11 @@ const (
 	// or revoked ("revoked") an agent certificate; Details has its serial,
 	// validity and, for a revocation, the reason.
 	KindCertificate Kind = "certificate"
+	// KindOnboarding: the gateway decided on an agent's onboarding request
+	// (ARSIA-Identity §7.6, event approval_decision): Outcome approved or
+	// denied; Details has the decision result (never its token), the
+	// phases and phase 1 steps completed, and the onboarding events.
+	KindOnboarding Kind = "onboarding"
 )
 
 // Outcomes Custos writes. Outcome is an open string like Kind.

@@ -75,6 +75,13 @@ func (g *Gateway) authorize(ctx context.Context, a *admission, who *requestInfo)
 		return nil, &arsia.Error{Code: arsia.CodeForbidden, Description: "The sender holds no grant for " + quoteText(call.Capability) + ".",
 			Details: map[string]any{"reason": "capability_not_granted", "capability": call.Capability}}
 	}
+	if o := a.pol.Oversight[a.from]; len(o) > 0 && arsia.MatchCapabilities(o, []string{call.Capability}) &&
+		a.comp.Oversight != compliance.OversightRequiredBeforeExecution {
+		// The sender's grant says a human approves each call of it.
+		a.comp.Oversight = compliance.OversightRequiredBeforeExecution
+		a.rec.Oversight = string(a.comp.Oversight)
+		a.rec.Details = withDetail(a.rec.Details, "oversight_by", "sender_grant")
+	}
 	au := &authorized{call: call}
 	if len(effective) < len(requested) {
 		au.downgraded = effective

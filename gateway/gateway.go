@@ -79,6 +79,9 @@ type Options struct {
 	// Grants maps a sender agent id to the capability patterns it may
 	// call ("billing.*").
 	Grants map[string][]string
+	// Oversight maps a sender to the capability patterns whose every call
+	// waits for a human approval, whatever its profile (Policy.Oversight).
+	Oversight map[string][]string
 	// Handlers runs each capability.
 	Handlers map[string]handler.Handler
 	// Authority, Exchanges and Audit are the gateway's state.
@@ -284,7 +287,7 @@ func New(o Options) (*Gateway, error) {
 		lim = NewMemoryRateLimiter(o.RateLimit)
 	}
 	g := &Gateway{o: o, limiter: lim}
-	g.live.Store(&Policy{Keys: o.Keys, Trust: o.Trust, Grants: o.Grants, Handlers: o.Handlers, Callbacks: o.Callbacks})
+	g.live.Store(&Policy{Keys: o.Keys, Trust: o.Trust, Grants: o.Grants, Handlers: o.Handlers, Callbacks: o.Callbacks, Oversight: o.Oversight})
 	if o.Tracer != nil {
 		g.tracer = o.Tracer.Tracer(tracerName)
 	}

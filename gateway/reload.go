@@ -19,6 +19,10 @@ type Policy struct {
 	Grants    map[string][]string
 	Handlers  map[string]handler.Handler
 	Callbacks map[string]string
+	// Oversight maps a sender to the capability patterns whose every call
+	// waits for a human approval, whatever its compliance profile says
+	// (the oversight_required grants of an onboarded agent).
+	Oversight map[string][]string
 }
 
 // policy is the Policy in force; every request reads it once per use.
@@ -40,7 +44,7 @@ func (g *Gateway) SetPolicy(p Policy) error {
 			return fmt.Errorf("gateway: callback of %s: %w", sender, err)
 		}
 	}
-	p.Grants, p.Handlers, p.Callbacks = maps.Clone(p.Grants), maps.Clone(p.Handlers), maps.Clone(p.Callbacks)
+	p.Grants, p.Handlers, p.Callbacks, p.Oversight = maps.Clone(p.Grants), maps.Clone(p.Handlers), maps.Clone(p.Callbacks), maps.Clone(p.Oversight)
 	g.live.Store(&p)
 	return nil
 }
@@ -50,6 +54,6 @@ func (g *Gateway) SetPolicy(p Policy) error {
 // grants, the capabilities served).
 func (g *Gateway) Policy() Policy {
 	p := *g.policy()
-	p.Grants, p.Handlers, p.Callbacks = maps.Clone(p.Grants), maps.Clone(p.Handlers), maps.Clone(p.Callbacks)
+	p.Grants, p.Handlers, p.Callbacks, p.Oversight = maps.Clone(p.Grants), maps.Clone(p.Handlers), maps.Clone(p.Callbacks), maps.Clone(p.Oversight)
 	return p
 }

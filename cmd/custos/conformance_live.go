@@ -30,9 +30,11 @@ import (
 	"github.com/custos-runtime/custos/arsia"
 	"github.com/custos-runtime/custos/arsia/auth"
 	"github.com/custos-runtime/custos/arsia/identity"
+	"github.com/custos-runtime/custos/arsia/onboarding"
 	"github.com/custos-runtime/custos/arsia/sig"
 	"github.com/custos-runtime/custos/conformance"
 	"github.com/custos-runtime/custos/gateway/config"
+	"github.com/custos-runtime/custos/gateway/onboard"
 	"github.com/custos-runtime/custos/httpapi"
 )
 
@@ -61,6 +63,11 @@ type livePeer struct {
 	url        string
 	mu         sync.Mutex
 	chain      []string
+	// seen are the paths requested, in order; fault makes one endpoint
+	// fail ("discovery": 404, "identity-signature": signed by another
+	// key).
+	seen  []string
+	fault string
 }
 
 func newLivePeer(agent string) (*livePeer, error) {
@@ -88,8 +95,16 @@ func (p *livePeer) jwk() jose.JSONWebKey {
 
 func (p *livePeer) serve(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
+	p.mu.Lock()
+	p.seen = append(p.seen, r.URL.Path)
+	fault := p.fault
+	p.mu.Unlock()
 	switch r.URL.Path {
 	case "/.well-known/arsia":
+		if fault == "discovery" {
+			http.NotFound(w, r)
+			return
+		}
 		_ = json.NewEncoder(w).Encode(map[string]any{"agent_id": p.agent, "name": "conformance peer", "version": "1.0",
 			"protocol_version": "1.0", "inbox": p.url + "/v1/arsia/inbox", "jwks": "/.well-known/arsia/jwks.json",
 			"capabilities_supported": []string{"demo.echo"}, "max_message_bytes": 1048576, "request_timeout_ms": 30000,
@@ -107,7 +122,11 @@ func (p *livePeer) serve(w http.ResponseWriter, r *http.Request) {
 		p.mu.Unlock()
 		body, _ := json.Marshal(rec)
 		d := sha256.Sum256(body)
-		w.Header().Set("X-ARSIA-Sig", base64.RawURLEncoding.EncodeToString(ed25519.Sign(p.priv, d[:])))
+		key := p.priv
+		if fault == "identity-signature" {
+			_, key, _ = ed25519.GenerateKey(rand.Reader)
+		}
+		w.Header().Set("X-ARSIA-Sig", base64.RawURLEncoding.EncodeToString(ed25519.Sign(key, d[:])))
 		_, _ = w.Write(body)
 	default:
 		http.NotFound(w, r)
@@ -175,6 +194,9 @@ type liveTarget struct {
 	priv        ed25519.PrivateKey
 	kid         string
 	l2, l3      *livePeer
+	// newcomer is the agent the onboarding case onboards (liveAgent, on a
+	// loopback port of its own).
+	newcomer *livePeer
 	qtsp        *qualifiedProvider
 	http        *http.Client
 	stop        func() error
@@ -192,6 +214,21 @@ func startLiveTarget(ctx context.Context, dir string) (*liveTarget, error) {
 // startLiveTargetWith is startLiveTarget with tokens.mode set to
 // tokensMode (off when empty).
 func startLiveTargetWith(ctx context.Context, dir, tokensMode string) (*liveTarget, error) {
+	return startLiveTargetOpts(ctx, dir, tokensMode, false)
+}
+
+// liveOnboardingPolicy is the capability policy of the onboarding case's
+// gateway: demo.echo for anyone onboarded, demo.reviewed with a human
+// approval per call.
+const liveOnboardingPolicy = `{"policy_version": "conformance-1", "token_lifetime_seconds": 900, "capabilities": [
+  {"capability": "demo.echo", "status": "allowed"},
+  {"capability": "demo.reviewed", "status": "oversight_required"},
+  {"capability": "demo.forbidden", "status": "prohibited"}]}`
+
+// startLiveTargetOpts is startLiveTargetWith; with onboard, the gateway
+// onboards agents (from loopback) and liveAgent is not configured: it is
+// the agent to onboard.
+func startLiveTargetOpts(ctx context.Context, dir, tokensMode string, onboard bool) (*liveTarget, error) {
 	t := &liveTarget{ctx: ctx, dir: dir, http: &http.Client{Timeout: 30 * time.Second}, gdpr: map[string]any{"profile": "GDPR-STANDARD"}}
 	ok := false
 	defer func() {
@@ -246,6 +283,20 @@ func startLiveTargetWith(ctx context.Context, dir, tokensMode string) (*liveTarg
 	if tokensMode != "" {
 		cfg.Tokens.Mode = tokensMode
 	}
+	if onboard {
+		policy := filepath.Join(dir, "capability-policy.json")
+		if err := os.WriteFile(policy, []byte(liveOnboardingPolicy), 0o600); err != nil {
+			return nil, err
+		}
+		if t.newcomer, err = newLivePeer(liveAgent); err != nil {
+			return nil, err
+		}
+		newcomer := t.newcomer
+		t.cleanup = append(t.cleanup, func() { _ = newcomer.srv.Close() })
+		cfg.Trust.JWKSFiles, cfg.Senders = nil, cfg.Senders[1:]
+		cfg.Handlers["demo.reviewed"] = config.Handler{Type: "echo"}
+		cfg.Onboarding = config.Onboarding{Enabled: true, PolicyFile: policy, DiscoveryURLs: []string{newcomer.url + "/"}}
+	}
 	if err := cfg.Check(); err != nil {
 		return nil, err
 	}
@@ -281,6 +332,11 @@ func (t *liveTarget) Run(c conformance.LiveCase) error {
 	case "authorization-server":
 		// On a gateway of its own that demands tokens (any kind).
 		return t.fresh("any", func(f *liveTarget) error { return f.authorization(op, c) })
+	case "multi-agent-flow":
+		if op != "phase1_step_order" {
+			break
+		}
+		return t.freshOnboarding(func(f *liveTarget) error { return f.onboarding(c) })
 	}
 	return fmt.Errorf("%w (%s is not served yet)", conformance.ErrLiveUnsupported, c.SkipUntil)
 }
@@ -293,6 +349,21 @@ func (t *liveTarget) fresh(tokensMode string, play func(*liveTarget) error) erro
 		return err
 	}
 	f, err := startLiveTargetWith(t.ctx, dir, tokensMode)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return play(f)
+}
+
+// freshOnboarding runs play against a gateway of its own that onboards
+// agents and demands tokens.
+func (t *liveTarget) freshOnboarding(play func(*liveTarget) error) error {
+	dir, err := os.MkdirTemp(t.dir, "case-")
+	if err != nil {
+		return err
+	}
+	f, err := startLiveTargetOpts(t.ctx, dir, "any", true)
 	if err != nil {
 		return err
 	}
@@ -786,4 +857,162 @@ func (t *liveTarget) authorization(op string, c conformance.LiveCase) error {
 		return nil
 	}
 	return fmt.Errorf("%w: authorization operation %q", conformance.ErrLiveUnsupported, op)
+}
+
+// onboard asks the gateway to onboard p (its base URL, the capabilities
+// requested) and returns the status and the decoded answer.
+func (t *liveTarget) onboard(p *livePeer, requested ...string) (int, map[string]any, error) {
+	return t.onboardAs(p, p.signer, requested...)
+}
+
+// onboardAs is onboard with the request signed by signer (under p's kid).
+func (t *liveTarget) onboardAs(p *livePeer, signer sig.Signer, requested ...string) (int, map[string]any, error) {
+	e, err := arsia.NewRequest(p.agent, liveGateway, requested, onboarding.PayloadTypeRequest,
+		map[string]any{"discovery_url": p.url}, arsia.BuildOptions{Now: time.Now(), Compliance: t.gdpr})
+	if err != nil {
+		return 0, nil, err
+	}
+	env, err := e.Map()
+	if err != nil {
+		return 0, nil, err
+	}
+	signed, err := sig.Sign(env, signer, p.kid)
+	if err != nil {
+		return 0, nil, err
+	}
+	body, _ := json.Marshal(signed)
+	req, _ := http.NewRequestWithContext(t.ctx, "POST", t.base+onboard.Path, bytes.NewReader(body))
+	req.Header.Set("Content-Type", httpapi.ARSIAMediaType+"; v=1")
+	resp, err := t.http.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	var m map[string]any
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&m); err != nil {
+		return resp.StatusCode, nil, fmt.Errorf("the onboarding answer is not JSON: %w", err)
+	}
+	return resp.StatusCode, m, nil
+}
+
+// taken returns the paths p was asked for since the last call.
+func (p *livePeer) taken() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := p.seen
+	p.seen = nil
+	return s
+}
+
+// onboarding plays ONBOARD-PHASE1-STEPS-ORDER: a new agent onboards
+// itself over HTTP. The gateway must fetch its discovery document, then
+// its identity record, then its JWKS (the agent sees the order), stop at
+// the first step that fails (a peer whose discovery fails is never asked
+// for its identity; one whose record's signature fails is denied at
+// verify_identity_signature with the three fetch steps completed, in
+// order), and, once the six steps and the later phases pass, answer the
+// signed approval whose token the inbox accepts at once: no restart.
+func (t *liveTarget) onboarding(c conformance.LiveCase) error {
+	agent, _ := c.Input["agent_id"].(string)
+	if agent != liveAgent {
+		return fmt.Errorf("%w: onboarding agent %q", conformance.ErrLiveUnsupported, agent)
+	}
+	fetches := []string{"/.well-known/arsia", "/.well-known/arsia/identity", "/.well-known/arsia/jwks.json"}
+	p := t.newcomer
+	// A discovery that fails ends phase 1 at step 1.
+	p.fault = "discovery"
+	code, m, err := t.onboard(p, "demo.echo")
+	if err != nil {
+		return err
+	}
+	if seen := p.taken(); code != 403 || m["failed_step"] != "fetch_discovery" || m["denial_reason"] != "discovery_failed" || !reflect.DeepEqual(seen, fetches[:1]) {
+		return fmt.Errorf("discovery failing: %d %v, fetched %v; want 403 discovery_failed after %v only", code, m, seen, fetches[:1])
+	}
+	// A record whose signature fails ends it at step 4, after 1 to 3 in order.
+	p.fault = "identity-signature"
+	if code, m, err = t.onboard(p, "demo.echo"); err != nil {
+		return err
+	}
+	done := []any{"fetch_discovery", "fetch_identity_record", "fetch_jwks"}
+	if seen := p.taken(); code != 403 || m["failed_step"] != "verify_identity_signature" || m["denial_reason"] != "identity_verification_failed" ||
+		!reflect.DeepEqual(m["steps_completed"], done) || !reflect.DeepEqual(seen, fetches) {
+		return fmt.Errorf("identity signature failing: %d %v, fetched %v; want 403 at verify_identity_signature after %v", code, m, seen, fetches)
+	}
+	// A request the agent's published keys do not verify: nobody's,
+	// refused unsigned after the steps that fetched those keys.
+	p.fault = ""
+	_, other, _ := ed25519.GenerateKey(rand.Reader)
+	impostor, err := sig.NewEd25519Signer(other.Seed())
+	if err != nil {
+		return err
+	}
+	if code, m, err = t.onboardAs(p, impostor, "demo.echo"); err != nil {
+		return err
+	}
+	if p.taken(); code != 401 || m["decision"] != nil {
+		return fmt.Errorf("a request signed by another key: %d %v, want 401", code, m)
+	}
+	// All six steps pass: approved, signed by the gateway, with a token.
+	code, m, err = t.onboard(p, "demo.echo", "demo.reviewed")
+	if err != nil {
+		return err
+	}
+	if seen := p.taken(); len(seen) < 3 || !reflect.DeepEqual(seen[:3], fetches) {
+		return fmt.Errorf("the gateway fetched %v, want %v first, in order", seen, fetches)
+	}
+	if code != 200 {
+		return fmt.Errorf("onboarding: %d %v, want 200 and the decision", code, m)
+	}
+	gw, err := t.gatewayKeys()
+	if err != nil {
+		return err
+	}
+	if _, err := sig.Verify(t.ctx, m, gw, sig.VerifyOptions{Algorithms: []string{sig.EdDSA}}); err != nil {
+		return fmt.Errorf("the decision's signature: %w", err)
+	}
+	payload, _ := m["payload"].(map[string]any)
+	if err := onboarding.ValidateDecision(payload); err != nil {
+		return err
+	}
+	result, _ := payload["result"].(map[string]any)
+	token, _ := result["token"].(string)
+	if m["intent"] != "approval_decision" || result["decision"] != "approved" || token == "" ||
+		!reflect.DeepEqual(result["freely_allowed"], []any{"demo.echo"}) || !reflect.DeepEqual(result["oversight_required"], []any{"demo.reviewed"}) {
+		return fmt.Errorf("decision %v, want approved: demo.echo freely, demo.reviewed with oversight, and a token", m)
+	}
+	// Operational at once: the token works at the inbox, and demo.reviewed
+	// waits for a human.
+	bearer := map[string]string{"Authorization": "Bearer " + token}
+	code, rp, err := t.sendWith(p.signer, p.kid, "demo.echo", "com.conformance/call", map[string]any{"case": c.ID}, nil, bearer)
+	if err != nil {
+		return err
+	}
+	if code != 200 {
+		return fmt.Errorf("the onboarded agent's demo.echo: %d %v, want 200", code, rp)
+	}
+	if code, rp, err = t.sendWith(p.signer, p.kid, "demo.reviewed", "com.conformance/call", map[string]any{"case": c.ID}, nil, bearer); err != nil {
+		return err
+	}
+	if code != 202 {
+		return fmt.Errorf("the onboarded agent's demo.reviewed: %d %v, want 202 pending approval", code, rp)
+	}
+	if want, _ := c.Expected["steps_in_order"].(bool); !want {
+		return fmt.Errorf("the case expects steps_in_order %v", c.Expected["steps_in_order"])
+	}
+	return nil
+}
+
+// gatewayKeys are the gateway's published signing keys.
+func (t *liveTarget) gatewayKeys() (sig.KeySource, error) {
+	req, _ := http.NewRequestWithContext(t.ctx, "GET", t.base+"/.well-known/arsia/jwks.json", nil)
+	resp, err := t.http.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return nil, err
+	}
+	return sig.ParseStaticJWKS(b)
 }

@@ -27,6 +27,10 @@ func TestLiveTarget(t *testing.T) {
 		return conformance.LiveCase{ID: "AS-" + op, Category: "authorization", SkipUntil: "authorization-server",
 			Input: map[string]any{"operation": op, "agent_id": liveAgent}, Expected: expected}
 	}
+	flow := func(op string, expected map[string]any) conformance.LiveCase {
+		return conformance.LiveCase{ID: "ONBOARD-" + op, Category: "onboarding", SkipUntil: "multi-agent-flow",
+			Input: map[string]any{"operation": op, "agent_id": liveAgent}, Expected: expected}
+	}
 	const demo = "agent:external.demo"
 	for _, tc := range []struct {
 		c    conformance.LiveCase
@@ -49,6 +53,8 @@ func TestLiveTarget(t *testing.T) {
 		{as("live_token_introspection", map[string]any{"valid": true}), true},
 		{as("issue_token", map[string]any{"status": 200}), true},
 		{as("issue_token", map[string]any{"status": 401}), false},
+		{flow("phase1_step_order", map[string]any{"steps_in_order": true}), true},
+		{flow("phase1_step_order", map[string]any{"steps_in_order": false}), false},
 	} {
 		err := target.Run(tc.c)
 		if tc.pass && err != nil {
@@ -60,7 +66,7 @@ func TestLiveTarget(t *testing.T) {
 	}
 	// What it cannot run stays skipped.
 	for _, c := range []conformance.LiveCase{
-		{ID: "FLOW", SkipUntil: "multi-agent-flow"},
+		flow("teleport", nil),
 		state("OTHER", map[string]any{"operation": "teleport"}, nil),
 		cert("L9"),
 	} {

@@ -260,6 +260,11 @@ type server struct {
 	ca *ca.CA
 	// stateHandler serves ARSIA-State when it is enabled (serve_state.go).
 	stateHandler *handler.State
+	// base is the configuration as loaded, before the onboarded agents
+	// are merged into it (serve_onboarding.go); onboarded are those (nil
+	// unless onboarding is enabled).
+	base      config.Config
+	onboarded *onboarded
 
 	// closers release what Open took; Close runs them last first.
 	closers []func()
@@ -374,6 +379,12 @@ func (s *server) open(ctx context.Context, errOut io.Writer) error {
 	if err := s.openCA(); err != nil { // serve_ca.go
 		return err
 	}
+	if err := s.openOnboarding(); err != nil { // serve_onboarding.go
+		return err
+	}
+	s.base = cfg
+	cfg = s.withOnboarded(cfg)
+	s.cfg = cfg
 	keys, trust, err := newTrust(cfg.Trust, s.caAnchors())
 	if err != nil {
 		return err
@@ -401,7 +412,7 @@ func (s *server) open(ctx context.Context, errOut io.Writer) error {
 	if err := s.openState(); err != nil {
 		return err
 	}
-	grants, callbacks := senderGrants(cfg.Senders)
+	grants, callbacks, oversight := senderGrants(cfg.Senders)
 	// Traces: off unless the configuration or the OTEL_* variables ask.
 	tc := cfg.Tracing.Telemetry()
 	tc.Version, _, _ = buildVersion()
@@ -422,7 +433,7 @@ func (s *server) open(ctx context.Context, errOut io.Writer) error {
 		logger.Info("tracing", "exporter", "otlp", "protocol", tracing.Protocol, "endpoint", tracing.Endpoint)
 	}
 	gw, err := gateway.New(gateway.Options{Tracer: tracer, Quorums: quorumRules(cfg),
-		Agent: cfg.Agent, Signer: s.key.signer, KID: s.key.kid, Keys: keys, Decryption: s.encKey, Algorithms: nilIfEmpty(cfg.Trust.Algorithms), Trust: trust, Authorizer: authorizer, Grants: grants, Handlers: s.handlers,
+		Agent: cfg.Agent, Signer: s.key.signer, KID: s.key.kid, Keys: keys, Decryption: s.encKey, Algorithms: nilIfEmpty(cfg.Trust.Algorithms), Trust: trust, Authorizer: authorizer, Grants: grants, Oversight: oversight, Handlers: s.handlers,
 		Authority: s.auth, Exchanges: state.Exchanges, Audit: auditLog, ApprovalTTL: cfg.Oversight.TTL,
 		AllowSession: cfg.Oversight.AllowSession, Remember: remember, ReviewWithin: cfg.Oversight.ReviewWithin, Callbacks: callbacks, Logger: logger,
 		RateLimit: gateway.RateLimit{PerSecond: cfg.RateLimit.PerSecond, Burst: cfg.RateLimit.Burst}, Limiter: state.Limiter, Units: state,
@@ -537,7 +548,11 @@ func (s *server) openHTTP(ctx context.Context) error {
 	if err := s.mountCA(mux, reviewerUI.auth); err != nil { // serve_ca.go
 		return err
 	}
-	if err := s.mountAuthServer(mux); err != nil { // serve_authserver.go
+	as, err := s.mountAuthServer(mux) // serve_authserver.go
+	if err != nil {
+		return err
+	}
+	if err := s.mountOnboarding(mux, as); err != nil { // serve_onboarding.go
 		return err
 	}
 	mux.Handle("/", inbox)
@@ -552,15 +567,18 @@ func (s *server) openHTTP(ctx context.Context) error {
 
 // senderGrants returns the capability patterns each configured sender
 // may call and the callback URLs of those that have one.
-func senderGrants(senders []config.Sender) (grants map[string][]string, callbacks map[string]string) {
-	grants, callbacks = map[string][]string{}, map[string]string{}
+func senderGrants(senders []config.Sender) (grants map[string][]string, callbacks map[string]string, oversight map[string][]string) {
+	grants, callbacks, oversight = map[string][]string{}, map[string]string{}, map[string][]string{}
 	for _, s := range senders {
 		grants[s.Agent] = append(grants[s.Agent], s.Capabilities...)
+		if len(s.Oversight) > 0 {
+			oversight[s.Agent] = append(oversight[s.Agent], s.Oversight...)
+		}
 		if s.CallbackURL != "" {
 			callbacks[s.Agent] = s.CallbackURL
 		}
 	}
-	return grants, callbacks
+	return grants, callbacks, oversight
 }
 
 // nilIfEmpty is nil for an empty list: the gateway's default.

@@ -32,18 +32,18 @@ func (s *server) ownTokenIssuer() *authz.Issuer {
 // mountAuthServer puts the authorization server's endpoints on mux when
 // authorization_server is enabled. Its grants, keys and capabilities are
 // the gateway's policy in force, so reloads apply to the next request.
-func (s *server) mountAuthServer(mux *routes.Mux) error {
+func (s *server) mountAuthServer(mux *routes.Mux) (*authserver.Server, error) {
 	a := s.cfg.AuthorizationServer
 	if !a.Enabled {
-		return nil
+		return nil, nil
 	}
 	replay, ok := s.state.Replay.(authserver.Replay)
 	if !ok {
-		return fmt.Errorf("authorization_server: the replay set %T cannot hold revocations", s.state.Replay)
+		return nil, fmt.Errorf("authorization_server: the replay set %T cannot hold revocations", s.state.Replay)
 	}
 	signer, err := cryptoSigner(s.key.signer)
 	if err != nil {
-		return fmt.Errorf("authorization_server: %w", err)
+		return nil, fmt.Errorf("authorization_server: %w", err)
 	}
 	gw := s.gw
 	srv, err := authserver.New(authserver.Options{Issuer: s.cfg.PublicURL, Agent: s.cfg.Agent, Signer: signer, KID: s.key.kid,
@@ -64,10 +64,10 @@ func (s *server) mountAuthServer(mux *routes.Mux) error {
 			return err
 		}})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	srv.Mount(mux)
-	return nil
+	return srv, nil
 }
 
 // edSigner is a gateway sig.Signer (EdDSA) as a crypto.Signer, which

@@ -101,6 +101,8 @@ func (s *server) Reload(cfg config.Config, trigger string) (restart []string, er
 	if s.derivedURL && cfg.Listen == s.cfg.Listen && cfg.PublicURL == "http://"+cfg.Listen {
 		cfg.PublicURL = s.cfg.PublicURL // derived again, as at start
 	}
+	base := cfg
+	cfg = s.withOnboarded(cfg)
 	restart = needsRestart(s.cfg, cfg)
 
 	keys, trust, err := newTrust(cfg.Trust, s.caAnchors())
@@ -144,9 +146,9 @@ func (s *server) Reload(cfg config.Config, trigger string) (restart []string, er
 	if err != nil {
 		return fail(err)
 	}
-	grants, callbacks := senderGrants(cfg.Senders)
+	grants, callbacks, oversight := senderGrants(cfg.Senders)
 	// The callbacks are a sender's setting too.
-	if err := s.gw.SetPolicy(gateway.Policy{Keys: keys, Trust: trust, Grants: grants, Handlers: handlers, Callbacks: callbacks}); err != nil {
+	if err := s.gw.SetPolicy(gateway.Policy{Keys: keys, Trust: trust, Grants: grants, Handlers: handlers, Callbacks: callbacks, Oversight: oversight}); err != nil {
 		return fail(err)
 	}
 	s.reviewer.tokens.Replace(tokens)
@@ -170,6 +172,12 @@ func (s *server) Reload(cfg config.Config, trigger string) (restart []string, er
 		}
 	}
 	s.cfg = next
+	bv, cbv := reflect.ValueOf(&s.base).Elem(), reflect.ValueOf(base)
+	for i := 0; i < bv.NumField(); i++ {
+		if slices.Contains(reloadable, bv.Type().Field(i).Tag.Get("yaml")) {
+			bv.Field(i).Set(cbv.Field(i))
+		}
+	}
 	if err := s.setDiscovery(); err != nil {
 		s.logger.Warn("rebuilding the discovery document; it keeps its old content", "err", err)
 	}

@@ -116,6 +116,9 @@ type Config struct {
 	CertificateAuthority CertificateAuthority `yaml:"certificate_authority"`
 	// State serves ARSIA-State, the agents' memory (state.go).
 	State StateService `yaml:"state"`
+	// Onboarding lets agents of other organizations onboard themselves
+	// (onboarding.go).
+	Onboarding Onboarding `yaml:"onboarding"`
 }
 
 // Limits bounds what the transport spends on a caller before its request
@@ -407,6 +410,9 @@ type Sender struct {
 	// reply of this sender's requests that waited for a human (https, or
 	// http to localhost).
 	CallbackURL string `yaml:"callback_url"`
+	// Oversight are capability patterns, among those granted, whose every
+	// call waits for a human approval whatever the message's profile.
+	Oversight []string `yaml:"oversight"`
 }
 
 // Handler says how one capability runs. Type is echo, http, exec, mcp or
@@ -739,6 +745,11 @@ func (c *Config) Check() error {
 				bad("senders[%d]: empty capability pattern", i)
 			}
 		}
+		for _, p := range s.Oversight {
+			if strings.TrimSuffix(p, "*") == "" && p != "*" {
+				bad("senders[%d].oversight: empty capability pattern", i)
+			}
+		}
 		if s.CallbackURL != "" {
 			if err := exchange.CheckCallbackURL(s.CallbackURL); err != nil {
 				bad("senders[%d].callback_url: %v", i, err)
@@ -814,6 +825,7 @@ func (c *Config) Check() error {
 	errs = append(errs, c.checkQuorum()...)
 	errs = append(errs, c.checkCA()...)
 	errs = append(errs, c.checkState()...)
+	errs = append(errs, c.checkOnboarding()...)
 	for _, err := range c.checkReviewers() {
 		bad("%v", err)
 	}
