@@ -36,7 +36,7 @@ const (
 // ConformanceCheck is one Phase 2 check (CHECK-01 to CHECK-05).
 type ConformanceCheck struct {
 	TestID, Status, Details string
-	Duration               time.Duration
+	Duration                time.Duration
 }
 
 // ConformanceResult is the outcome of Phase 2: it passes when no check

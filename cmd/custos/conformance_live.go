@@ -197,12 +197,12 @@ type liveTarget struct {
 	// newcomer is the agent the onboarding case onboards (liveAgent, on a
 	// loopback port of its own).
 	newcomer *livePeer
-	qtsp        *qualifiedProvider
-	http        *http.Client
-	stop        func() error
-	cleanup     []func()
-	gdpr        map[string]any
-	dir         string
+	qtsp     *qualifiedProvider
+	http     *http.Client
+	stop     func() error
+	cleanup  []func()
+	gdpr     map[string]any
+	dir      string
 }
 
 // startLiveTarget starts a gateway with state, the certificate authority

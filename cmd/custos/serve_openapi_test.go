@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -46,6 +47,10 @@ func openAPIGateway(t *testing.T) (*gatewayUnderTest, *routes.Mux, string) {
 		t.Fatalf("serve token: %d %s", code, out)
 	}
 	secret := func(s string) string { return "whsec_" + base64.StdEncoding.EncodeToString([]byte(s)) }
+	policy := filepath.Join(t.TempDir(), "policy.json")
+	if err := os.WriteFile(policy, []byte(`{"policy_version": "1", "token_lifetime_seconds": 900, "capabilities": [{"capability": "demo.echo", "status": "allowed"}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	sink := make(chan *routes.Mux, 1)
 	ctx := context.WithValue(context.Background(), routesKey{}, (chan<- *routes.Mux)(sink))
 	g := startGatewayIn(t, ctx, filepath.Join(t.TempDir(), "data"), nil,
@@ -55,7 +60,8 @@ func openAPIGateway(t *testing.T) (*gatewayUnderTest, *routes.Mux, string) {
 			"      api: "+fake.URL+"/api/\n      users: {UALICE: alice}\n"+
 			"  webhooks:\n    - {name: siem, url: \""+fake.URL+"/hook\", secret: \""+secret("delivery-secret-0123456789")+
 			"\", callback_secret: \""+secret("callback-secret-0123456789")+"\", reviewers: {\"jira:alice\": alice}}\n",
-		"certificate_authority:\n  enabled: true\n  operators: [alice]\n")
+		"certificate_authority:\n  enabled: true\n  operators: [alice]\n",
+		"onboarding:\n  enabled: true\n  policy_file: "+policy+"\n  discovery_urls: [\"https://agents.partner.example/\"]\n")
 	t.Cleanup(g.stop)
 	select {
 	case m := <-sink:
