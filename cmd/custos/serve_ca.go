@@ -58,6 +58,11 @@ func (s *server) mountCA(mux *routes.Mux, auth httpapi.Authenticator) error {
 			if _, err := s.auditLog.Append(ctx, rec); err != nil {
 				s.logger.ErrorContext(ctx, "auditing a certificate", "serial", c.Serial, "outcome", outcome, "err", err)
 			}
+			// The agent's next request is judged on its identity record as
+			// published now (with the new chain), not on the cached one.
+			if f, ok := s.gw.Policy().Keys.(interface{ ForgetIdentity(string) }); ok {
+				f.ForgetIdentity(c.AgentID)
+			}
 		}
 	}
 	h, err := httpapi.NewCA(httpapi.CAOptions{CA: s.ca, Registry: s.state.Certificates, Auth: auth,

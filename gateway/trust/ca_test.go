@@ -68,6 +68,28 @@ func TestGatewayCAChainIsL2UntilRevoked(t *testing.T) {
 	if level, e := s.Level(t.Context(), billing, key()); e != nil || level != identity.L2 {
 		t.Fatalf("CA-issued chain: %v %v", level, e)
 	}
+	// A record fetched before the agent got its chain is cached, and
+	// counts as L1 until forgotten (as custos serve does when its CA
+	// issues the agent a certificate).
+	late := newFakePeer(t, billing, k)
+	fresh := newStore(t, trust.Config{Peers: []trust.Peer{{Agent: billing, URL: late.srv.URL}}, Roots: cfg.Roots, CheckRevocation: cfg.CheckRevocation}, clk)
+	lateKey, err := fresh.Key(t.Context(), k.kid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if level, e := fresh.Level(t.Context(), billing, lateKey); e != nil || level != identity.L1 {
+		t.Fatalf("before the chain: %v %v", level, e)
+	}
+	late.set(func(p *fakePeer) { p.chain = chainStrings(t, is.ChainPEM) })
+	if level, _ := fresh.Level(t.Context(), billing, lateKey); level != identity.L1 {
+		t.Fatalf("the cached record changed by itself: %v", level)
+	}
+	fresh.ForgetIdentity(billing)
+	fresh.ForgetIdentity("agent:unknown.peer")
+	if level, e := fresh.Level(t.Context(), billing, lateKey); e != nil || level != identity.L2 {
+		t.Fatalf("after ForgetIdentity: %v %v, want L2", level, e)
+	}
+
 	// Without the root anchored, the same record is not trusted.
 	if _, e := newStore(t, trust.Config{Peers: cfg.Peers}, clk).Level(t.Context(), billing, key()); e != nil {
 		t.Fatalf("no roots at all is L1, not an error: %v", e)

@@ -77,6 +77,21 @@ func (p *peer) record(ctx context.Context, s *Store) (*identity.IdentityRecord, 
 	return p.rec, nil
 }
 
+// ForgetIdentity drops the identity record cached for agent (a
+// discovered peer), so that the next trust decision about it fetches the
+// record again: after the gateway's CA issued the agent a certificate, its
+// new chain counts at once instead of after the identity TTL. It waits
+// for a fetch in progress; an unknown agent is ignored.
+func (s *Store) ForgetIdentity(agent string) {
+	p, ok := s.peers[agent]
+	if !ok {
+		return
+	}
+	p.lock <- struct{}{}
+	p.have, p.rec, p.lastErr = false, nil, nil
+	<-p.lock
+}
+
 // fetch reads the identity record; found is false on 404.
 func (p *peer) fetch(ctx context.Context, s *Store) (*identity.IdentityRecord, bool, *arsia.Error) {
 	base, err := url.Parse(p.base)
