@@ -157,6 +157,7 @@ func (s *server) mountOnboarding(mux *routes.Mux, as *authserver.Server) error {
 		DiscoveryURLs: c.DiscoveryURLs, Profile: c.Profile, FetchTimeout: c.FetchTimeout, MaxInFlight: c.MaxInFlight,
 		MaxBody: s.cfg.MaxBody, Algorithms: nilIfEmpty(s.cfg.Trust.Algorithms), Logger: s.logger,
 		Configured: func(agent string) bool { return configured(s.base, agent) },
+		Seen:       s.state.Replay.Seen,
 		Record:     s.recordOnboarding,
 		Activate: func(ctx context.Context, a onboard.Agent) error {
 			return change(ctx, func(m map[string]onboard.Agent) { m[a.ID] = a })

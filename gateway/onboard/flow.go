@@ -60,6 +60,22 @@ func (s *Service) Onboard(ctx context.Context, body []byte) Result {
 	if err != nil {
 		return s.refusedErr(err)
 	}
+	if s.o.Seen != nil {
+		until := now.Add(10 * time.Minute)
+		if exp, ok := r.Env["expires_at"].(string); ok {
+			if t, err := arsia.ParseTimestamp(exp); err == nil {
+				until = t
+			}
+		}
+		seen, err := s.o.Seen(ctx, "onboarding:"+r.From+"/"+r.ID, until)
+		if err != nil {
+			return s.internal(ctx, fmt.Errorf("remembering the request: %w", err))
+		}
+		if seen {
+			return s.refused(&refusal{status: http.StatusConflict, code: arsia.CodeConflict,
+				desc: "This onboarding request was received before; send a new one."}, 0)
+		}
+	}
 	// From here the request is the agent's: every outcome is a signed,
 	// audited decision.
 	out := &Outcome{Agent: r.From, MessageID: r.ID, Classification: f.record.AISystemClassification}

@@ -122,6 +122,11 @@ type Options struct {
 	// Configured reports whether an agent is configured statically (a
 	// sender or trust peer): it is not onboarded over it.
 	Configured func(agent string) bool
+	// Seen, when set, remembers each authenticated request (its sender
+	// and id) until it expires and reports one seen before: a replayed
+	// request is refused (409) instead of onboarding again and answering
+	// a fresh token to whoever replayed it.
+	Seen func(ctx context.Context, key string, until time.Time) (bool, error)
 	// Record audits a decision; an error withholds it (the agent is told
 	// the gateway is unavailable, nothing is activated).
 	Record func(ctx context.Context, o Outcome) error

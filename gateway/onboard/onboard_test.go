@@ -302,6 +302,39 @@ func TestApproval(t *testing.T) {
 	}
 }
 
+func TestReplayRefused(t *testing.T) {
+	a := newAgent(t)
+	seen := map[string]bool{}
+	f := newFixture(t, []string{a.srv.URL + "/"}, func(o *onboard.Options) {
+		o.Seen = func(_ context.Context, key string, until time.Time) (bool, error) {
+			if until.Before(time.Now()) {
+				t.Errorf("remembered %s until %v, in the past", key, until)
+			}
+			old := seen[key]
+			seen[key] = true
+			return old, nil
+		}
+	})
+	req := a.request(t, a.signer, a.srv.URL, time.Now(), nil, "notes.read")
+	if r := f.svc.Onboard(t.Context(), req); r.Status != 200 {
+		t.Fatalf("first: %d %s", r.Status, r.Problem)
+	}
+	r := f.svc.Onboard(t.Context(), req)
+	if p := problem(t, r); r.Status != 409 {
+		t.Errorf("replay: %d %v, want 409", r.Status, p)
+	}
+	if len(f.issued) != 1 || len(f.recorded) != 1 {
+		t.Errorf("a replay issued %d tokens, recorded %d decisions; want 1 each", len(f.issued), len(f.recorded))
+	}
+	// A request that never authenticated is not remembered.
+	_, ipriv, _ := ed25519.GenerateKey(rand.Reader)
+	impostor, _ := sig.NewEd25519Signer(ipriv.Seed())
+	n := len(seen)
+	if r := f.svc.Onboard(t.Context(), a.request(t, impostor, a.srv.URL, time.Now(), nil, "notes.read")); r.Status != 401 || len(seen) != n {
+		t.Errorf("impostor: %d, remembered %d keys (was %d)", r.Status, len(seen), n)
+	}
+}
+
 func TestRefusalsBeforeAuthentication(t *testing.T) {
 	a := newAgent(t)
 	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { t.Errorf("fetched outside the prefixes: %s", r.URL) }))
