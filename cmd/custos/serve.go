@@ -566,7 +566,8 @@ func (s *server) openHTTP(ctx context.Context) error {
 }
 
 // senderGrants returns the capability patterns each configured sender
-// may call and the callback URLs of those that have one.
+// may call, the callback URLs of those that have one, and the patterns
+// whose every call waits for a human (oversight).
 func senderGrants(senders []config.Sender) (grants map[string][]string, callbacks map[string]string, oversight map[string][]string) {
 	grants, callbacks, oversight = map[string][]string{}, map[string]string{}, map[string][]string{}
 	for _, s := range senders {

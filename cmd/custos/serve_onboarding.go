@@ -177,8 +177,9 @@ func (s *server) mountOnboarding(mux *routes.Mux, as *authserver.Server) error {
 }
 
 // recordOnboarding audits a decision (event approval_decision,
-// ARSIA-Identity §7.6): the decision message without its token, the
-// phases and steps completed, the onboarding events it stands for.
+// ARSIA-Identity §7.6): its result without the token, the phases and
+// steps completed, the onboarding events it stands for; or the
+// withdrawal of an approval that could not be completed.
 func (s *server) recordOnboarding(ctx context.Context, o onboard.Outcome) error {
 	phases := make([]any, len(o.Phases))
 	for i, p := range o.Phases {
@@ -193,12 +194,13 @@ func (s *server) recordOnboarding(ctx context.Context, o onboard.Outcome) error 
 		events = append(events, e)
 	}
 	details := map[string]any{"event_type": "approval_decision", "phases": phases, "phase1_steps": steps,
-		"events": events, "ai_system_classification": o.Classification}
-	if p, ok := o.Message["payload"].(map[string]any); ok {
-		details["result"] = p["result"]
+		"events": events, "ai_system_classification": o.Classification, "result": o.Result}
+	outcome := o.Decision.Decision
+	if o.Withdrawn != "" {
+		outcome, details["reason"], details["events"] = "withdrawn", o.Withdrawn, []any{"capability_revoked"}
 	}
 	rec := audit.Record{Kind: audit.KindOnboarding, MessageID: o.MessageID, Sender: o.Agent, Recipient: s.cfg.Agent,
-		Profile: s.cfg.Onboarding.Profile, Outcome: o.Decision.Decision, Details: details,
+		Profile: s.cfg.Onboarding.Profile, Outcome: outcome, Details: details,
 		Actor: audit.Actor{ID: s.cfg.Agent, Type: audit.ActorPolicy, AuthenticatedBy: "onboarding"}}
 	_, err := s.auditLog.Append(ctx, rec)
 	return err

@@ -141,30 +141,61 @@ func (s *Service) Onboard(ctx context.Context, body []byte) Result {
 // signs its message. agent is nil for a denial.
 func (s *Service) decide(ctx context.Context, r *Request, out *Outcome, p *onboarding.Payload, agent *Agent) Result {
 	out.Decision = p
+	lifetime := time.Duration(p.TokenLifetimeSeconds) * time.Second
+	// The decision is recorded before anything is granted (a record that
+	// cannot be written grants nothing), without the token, which is
+	// issued, and audited, separately.
+	var placeholder *onboarding.Issued
+	if agent != nil {
+		placeholder = &onboarding.Issued{Token: "-", ExpiresAt: s.o.Now().Add(lifetime)}
+		out.Phases = append(out.Phases, onboarding.PhaseOperational)
+	}
+	recorded, err := p.Result(placeholder, out.Conformance, out.Provenance)
+	if err != nil {
+		return s.internal(ctx, err)
+	}
+	delete(recorded, "token")
+	delete(recorded, "token_expires_at")
+	out.Result = recorded
+	wctx := context.WithoutCancel(ctx)
+	if err := s.o.Record(wctx, *out); err != nil {
+		return s.internal(ctx, fmt.Errorf("auditing the decision on %s: %w", r.From, err))
+	}
+	// withdraw undoes an approval that could not be completed, and records
+	// that it was withdrawn.
+	withdraw := func(cause error) Result {
+		if agent != nil {
+			if err := s.o.Deactivate(wctx, agent.ID); err != nil {
+				cause = errors.Join(cause, err)
+			}
+			w := *out
+			w.Withdrawn = cause.Error()
+			if err := s.o.Record(wctx, w); err != nil {
+				cause = errors.Join(cause, fmt.Errorf("auditing the withdrawal: %w", err))
+			}
+		}
+		return s.internal(ctx, fmt.Errorf("onboarding %s: %w", r.From, cause))
+	}
 	var tok *onboarding.Issued
 	if agent != nil {
 		// 6. operational: the agent is a sender from now on, and its token
 		// covers exactly what it was granted.
-		if err := s.o.Activate(ctx, *agent); err != nil {
-			return s.internal(ctx, fmt.Errorf("activating %s: %w", agent.ID, err))
+		if err := s.o.Activate(wctx, *agent); err != nil {
+			return withdraw(fmt.Errorf("activating: %w", err))
 		}
-		t, err := s.o.Issue(ctx, agent.ID, p.Effective(), time.Duration(p.TokenLifetimeSeconds)*time.Second)
+		t, err := s.o.Issue(wctx, agent.ID, p.Effective(), lifetime)
 		if err != nil {
-			if derr := s.o.Deactivate(context.WithoutCancel(ctx), agent.ID); derr != nil {
-				err = errors.Join(err, derr)
-			}
-			return s.internal(ctx, fmt.Errorf("issuing the token of %s: %w", agent.ID, err))
+			return withdraw(fmt.Errorf("issuing the token: %w", err))
 		}
 		tok = &onboarding.Issued{Token: t.Value, ExpiresAt: t.ExpiresAt}
-		out.Phases = append(out.Phases, onboarding.PhaseOperational)
 	}
 	result, err := p.Result(tok, out.Conformance, out.Provenance)
 	if err != nil {
-		return s.internal(ctx, err)
+		return withdraw(err)
 	}
 	env, err := onboarding.NewDecisionMessage(s.o.Agent, r.From, r.ID, result, map[string]any{"profile": s.o.Profile}, s.o.Now())
 	if err != nil {
-		return s.internal(ctx, err)
+		return withdraw(err)
 	}
 	m, err := env.Map()
 	if err == nil {
@@ -175,31 +206,9 @@ func (s *Service) decide(ctx context.Context, r *Request, out *Outcome, p *onboa
 		b, err = json.Marshal(m)
 	}
 	if err != nil {
-		return s.internal(ctx, err)
-	}
-	// The record never holds the token.
-	out.Message = redactToken(m)
-	if err := s.o.Record(context.WithoutCancel(ctx), *out); err != nil {
-		if agent != nil {
-			_ = s.o.Deactivate(context.WithoutCancel(ctx), agent.ID)
-		}
-		return s.internal(ctx, fmt.Errorf("auditing the decision on %s: %w", r.From, err))
+		return withdraw(err)
 	}
 	return Result{Status: http.StatusOK, Decision: b, Outcome: out}
-}
-
-func redactToken(m map[string]any) map[string]any {
-	b, _ := json.Marshal(m)
-	var c map[string]any
-	_ = json.Unmarshal(b, &c)
-	if p, ok := c["payload"].(map[string]any); ok {
-		if r, ok := p["result"].(map[string]any); ok {
-			if _, has := r["token"]; has {
-				r["token"] = "[redacted]"
-			}
-		}
-	}
-	return c
 }
 
 // conformance runs the five Phase 2 checks (ARSIA-Identity §7.3):

@@ -17,8 +17,10 @@
 //  2. compliance_conformance: CHECK-01 to CHECK-05 (checks.go);
 //  3. capability_scoping: the requested capabilities against the policy;
 //  4. provenance: informational;
-//  5. decision: audited (Options.Record), then, on approval, activated
-//     (Options.Activate) and its token issued (Options.Issue);
+//  5. decision: audited (Options.Record) before anything is granted,
+//     then, on approval, activated (Options.Activate) and its token
+//     issued (Options.Issue); an approval that cannot be completed is
+//     undone and recorded as withdrawn;
 //  6. operational: the agent is a sender; the decision is its answer.
 //
 // Nothing is fetched from a URL outside Options.DiscoveryURLs, redirects
@@ -80,8 +82,12 @@ type Outcome struct {
 	Conformance    *onboarding.ConformanceResult
 	Provenance     *onboarding.Provenance
 	Classification string
-	// Message is the decision message as sent (signed).
-	Message map[string]any
+	// Result is the decision's result member without the token (issued
+	// and audited separately).
+	Result map[string]any
+	// Withdrawn, when set, says why an approval already recorded was
+	// withdrawn (its activation or token failed): nothing was granted.
+	Withdrawn string
 }
 
 // Token is the access token Options.Issue returns.
@@ -127,8 +133,10 @@ type Options struct {
 	// request is refused (409) instead of onboarding again and answering
 	// a fresh token to whoever replayed it.
 	Seen func(ctx context.Context, key string, until time.Time) (bool, error)
-	// Record audits a decision; an error withholds it (the agent is told
-	// the gateway is unavailable, nothing is activated).
+	// Record audits a decision, before anything is granted; an error
+	// withholds it (the agent is told the gateway is unavailable, nothing
+	// is activated). It is called again with Withdrawn set when an
+	// approval recorded cannot be completed.
 	Record func(ctx context.Context, o Outcome) error
 	// Activate persists an approved agent and puts it in force;
 	// Deactivate undoes it when its token cannot be issued.

@@ -195,6 +195,9 @@ func newFixture(t *testing.T, prefixes []string, tweak func(*onboard.Options)) *
 		Activate: func(_ context.Context, a onboard.Agent) error {
 			f.mu.Lock()
 			defer f.mu.Unlock()
+			if n := len(f.recorded); n == 0 || f.recorded[n-1].Agent != a.ID || f.recorded[n-1].Decision.Decision != "approved" {
+				t.Errorf("%s activated before its approval was recorded", a.ID)
+			}
 			f.active[a.ID] = a
 			return nil
 		},
@@ -297,8 +300,8 @@ func TestApproval(t *testing.T) {
 	if !reflect.DeepEqual(rec.Steps, onboarding.Phase1Steps()) || !reflect.DeepEqual(rec.Phases, onboarding.Phases()) {
 		t.Errorf("recorded steps %v phases %v", rec.Steps, rec.Phases)
 	}
-	if b, _ := json.Marshal(rec.Message); strings.Contains(string(b), "tok-") {
-		t.Errorf("the audited message holds the token: %s", b)
+	if b, _ := json.Marshal(rec.Result); strings.Contains(string(b), "tok-") || rec.Result["decision"] != "approved" || rec.Result["token"] != nil {
+		t.Errorf("the audited result %s: want the approval without its token", b)
 	}
 }
 
@@ -442,8 +445,11 @@ func TestFailuresGrantNothing(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
 		issue, rec error
+		// records are the outcomes recorded: the approval, then its
+		// withdrawal.
+		records []string
 	}{
-		{name: "token not issued", issue: errors.New("signing failed")},
+		{name: "token not issued", issue: errors.New("signing failed"), records: []string{"", "issuing the token: signing failed"}},
 		{name: "decision not recorded", rec: errors.New("disk full")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -456,6 +462,13 @@ func TestFailuresGrantNothing(t *testing.T) {
 			}
 			if len(f.active) != 0 {
 				t.Errorf("still active: %v", f.active)
+			}
+			var got []string
+			for _, o := range f.recorded {
+				got = append(got, o.Withdrawn)
+			}
+			if !reflect.DeepEqual(got, tc.records) {
+				t.Errorf("recorded %q, want %q", got, tc.records)
 			}
 		})
 	}
