@@ -137,6 +137,7 @@ func (s *server) mountOnboarding(mux *routes.Mux, as *authserver.Server) error {
 	for _, w := range policy.Warnings() {
 		s.logger.Warn("onboarding capability policy", "warning", w)
 	}
+	var undo sync.Map // agent id → how to undo its last activation
 	change := func(ctx context.Context, f func(map[string]onboard.Agent)) error {
 		// The file first: an agent is in force only once it is kept.
 		s.onboarded.mu.Lock()
@@ -159,11 +160,27 @@ func (s *server) mountOnboarding(mux *routes.Mux, as *authserver.Server) error {
 		Configured: func(agent string) bool { return configured(s.base, agent) },
 		Seen:       s.state.Replay.Seen,
 		Record:     s.recordOnboarding,
+		// An agent onboarded before and approved again is replaced; when
+		// the new approval is withdrawn, the earlier one is restored.
 		Activate: func(ctx context.Context, a onboard.Agent) error {
-			return change(ctx, func(m map[string]onboard.Agent) { m[a.ID] = a })
+			return change(ctx, func(m map[string]onboard.Agent) {
+				prev, had := m[a.ID]
+				undo.Store(a.ID, func(m map[string]onboard.Agent) {
+					if had {
+						m[a.ID] = prev
+					} else {
+						delete(m, a.ID)
+					}
+				})
+				m[a.ID] = a
+			})
 		},
 		Deactivate: func(ctx context.Context, agent string) error {
-			return change(ctx, func(m map[string]onboard.Agent) { delete(m, agent) })
+			f, ok := undo.LoadAndDelete(agent)
+			if !ok {
+				return nil // never activated: nothing to undo
+			}
+			return change(ctx, f.(func(map[string]onboard.Agent)))
 		},
 		Issue: func(ctx context.Context, agent string, scope []string, lifetime time.Duration) (onboard.Token, error) {
 			t, err := as.Issue(ctx, agent, scope, "", lifetime)
