@@ -116,6 +116,8 @@ type Config struct {
 	CertificateAuthority CertificateAuthority `yaml:"certificate_authority"`
 	// State serves ARSIA-State, the agents' memory (state.go).
 	State StateService `yaml:"state"`
+	// Relay makes the gateway a Compliance Broker (relay.go).
+	Relay Relay `yaml:"relay"`
 }
 
 // Limits bounds what the transport spends on a caller before its request
@@ -814,6 +816,7 @@ func (c *Config) Check() error {
 	errs = append(errs, c.checkQuorum()...)
 	errs = append(errs, c.checkCA()...)
 	errs = append(errs, c.checkState()...)
+	errs = append(errs, c.checkRelay()...)
 	for _, err := range c.checkReviewers() {
 		bad("%v", err)
 	}
