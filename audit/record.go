@@ -63,6 +63,11 @@ const (
 	// or revoked ("revoked") an agent certificate; Details has its serial,
 	// validity and, for a revocation, the reason.
 	KindCertificate Kind = "certificate"
+	// KindBrokerRelay: the gateway, as a Compliance Broker, relayed a
+	// message to another agent, or refused to (ARSIA-Routing §7.4);
+	// Details is the ARSIA relay audit record, exactly its 11 members,
+	// and Outcome its forwarding_result (success, failure, timeout).
+	KindBrokerRelay Kind = "broker_relay"
 )
 
 // Outcomes Custos writes. Outcome is an open string like Kind.

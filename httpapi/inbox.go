@@ -106,7 +106,8 @@ func NewInbox(o InboxOptions) (http.Handler, error) {
 		writeReply(w, o.Gateway.Receive(r.Context(), gateway.Inbound{Body: body,
 			Authorization: r.Header.Get("Authorization"), DPoP: r.Header.Get("DPoP"),
 			IdempotencyKey: r.Header.Get("Idempotency-Key"), Method: r.Method, URL: requestURL(r, o.PublicURL),
-			TraceParent: r.Header.Get("Traceparent"), TraceState: r.Header.Get("Tracestate")}))
+			TraceParent: r.Header.Get("Traceparent"), TraceState: r.Header.Get("Tracestate"),
+			RelayVia: r.Header.Values(gateway.RelayViaHeader)}))
 	})
 	// Someone who opens the agents' endpoint in a browser learns what it
 	// is and where the reviewers' inbox is, instead of a bare 405.
@@ -236,7 +237,13 @@ func writeReply(w http.ResponseWriter, rep gateway.Reply) {
 		problem(w, code, rep.Status, detail)
 		return
 	}
-	w.Header().Set("Content-Type", ARSIAMediaType+"; v=1")
+	ct := ARSIAMediaType + "; v=1"
+	if rep.ContentType != "" {
+		// A relayed reply, as the recipient labelled it.
+		ct = rep.ContentType
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+	}
+	w.Header().Set("Content-Type", ct)
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(rep.Status)
 	_, _ = w.Write(rep.Envelope)
