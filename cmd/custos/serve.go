@@ -421,7 +421,11 @@ func (s *server) open(ctx context.Context, errOut io.Writer) error {
 		tracer = tracing.Provider
 		logger.Info("tracing", "exporter", "otlp", "protocol", tracing.Protocol, "endpoint", tracing.Endpoint)
 	}
-	gw, err := gateway.New(gateway.Options{Tracer: tracer, Quorums: quorumRules(cfg),
+	relayer, err := newRelayer(cfg) // serve_relay.go
+	if err != nil {
+		return err
+	}
+	gw, err := gateway.New(gateway.Options{Tracer: tracer, Quorums: quorumRules(cfg), Relay: relayer,
 		Agent: cfg.Agent, Signer: s.key.signer, KID: s.key.kid, Keys: keys, Decryption: s.encKey, Algorithms: nilIfEmpty(cfg.Trust.Algorithms), Trust: trust, Authorizer: authorizer, Grants: grants, Handlers: s.handlers,
 		Authority: s.auth, Exchanges: state.Exchanges, Audit: auditLog, ApprovalTTL: cfg.Oversight.TTL,
 		AllowSession: cfg.Oversight.AllowSession, Remember: remember, ReviewWithin: cfg.Oversight.ReviewWithin, Callbacks: callbacks, Logger: logger,
