@@ -2,17 +2,23 @@ package gateway
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/go-jose/go-jose/v4"
+
 	"github.com/custos-runtime/custos/arsia"
 	"github.com/custos-runtime/custos/arsia/sig"
 	"github.com/custos-runtime/custos/audit"
+	"github.com/custos-runtime/custos/gateway/gatewaytest"
 	"github.com/custos-runtime/custos/gateway/relay"
 )
 
@@ -180,6 +186,18 @@ func TestRelayRefusals(t *testing.T) {
 			t.Fatalf("reply %d %s", rep.Status, rep.Envelope)
 		}
 	})
+	t.Run("stale", func(t *testing.T) {
+		r := newRelayRig(t, []string{arsia.CapBrokerRelay})
+		body, id := r.message(t, relayRecipient, "PT")
+		r.clk.Advance(time.Hour)
+		rep := r.g.Receive(t.Context(), Inbound{Body: body})
+		if code, _ := errorCode(t, r.pipeRig, rep.Envelope); rep.Status != 400 || code != "invalid_request" || r.hits.Load() != 0 {
+			t.Fatalf("reply %d %s", rep.Status, rep.Envelope)
+		}
+		if recs := r.recordsOf(t, audit.KindReceived, id); len(recs) != 1 || recs[0].Outcome != audit.OutcomeRejected {
+			t.Fatalf("records %+v", r.records(t))
+		}
+	})
 	t.Run("no route", func(t *testing.T) {
 		r := newRelayRig(t, []string{arsia.CapBrokerRelay})
 		body, _ := r.message(t, "agent:acme.elsewhere", "PT")
@@ -200,4 +218,57 @@ func TestRelayRefusals(t *testing.T) {
 			t.Fatalf("%d forwarded", r.hits.Load())
 		}
 	})
+}
+
+// An encrypted payload is the recipient's: relayed as it came, even by a
+// gateway that could not decrypt it, and recorded by the JWE's hash.
+func TestRelayEncrypted(t *testing.T) {
+	r := newRelayRig(t, []string{arsia.CapBrokerRelay})
+	plain, id := r.message(t, relayRecipient, "PT")
+	var env map[string]any
+	if err := json.Unmarshal(plain, &env); err != nil {
+		t.Fatal(err)
+	}
+	delete(env, "security")
+	pub := newEncKey(t, relayRecipient+"#enc-1").Public()
+	enc, err := sig.EncryptPayload(env, &pub, sig.ECDHES)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jwe, ok := enc["payload"].(string)
+	if !ok {
+		t.Fatalf("payload %T", enc["payload"])
+	}
+	signed, err := sig.Sign(enc, r.signer, r.kid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := json.Marshal(signed)
+	rep := r.g.Receive(t.Context(), Inbound{Body: body})
+	if rep.Status != 200 || string(rep.Envelope) != relayReply {
+		t.Fatalf("reply %d %s", rep.Status, rep.Envelope)
+	}
+	if got := *r.got.Load(); !bytes.Equal(got, body) {
+		t.Fatal("the encrypted request was not forwarded as it came")
+	}
+	recs := r.recordsOf(t, audit.KindBrokerRelay, id)
+	sum := sha256.Sum256([]byte(jwe))
+	if len(recs) != 1 || recs[0].Details["payload_hash"] != hex.EncodeToString(sum[:]) {
+		t.Fatalf("records %+v", recs)
+	}
+}
+
+func TestRelayBrokerMustBeTheGateway(t *testing.T) {
+	rl, err := relay.New(relay.Options{Broker: arsia.BrokerEntry{AgentID: "agent:acme.other", Inbox: "https://o.example/",
+		Jurisdiction: "PT", ResidencyZones: []string{"PT"}, Health: arsia.BrokerHealthy, LastHealthCheck: arsia.FormatTimestamp(time.Now())}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, _ := gatewaytest.Signer(t)
+	a, xs, log := gatewaytest.State(t)
+	o := Options{Agent: pipeGateway, Relay: rl, Signer: signer, KID: pipeGateway + "#k", Keys: sig.NewStaticJWKS(jose.JSONWebKeySet{}),
+		Authority: a, Exchanges: xs, Audit: log}
+	if _, err := New(o); err == nil || !strings.Contains(err.Error(), "broker") {
+		t.Fatalf("New = %v", err)
+	}
 }
