@@ -9,12 +9,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
 	"sort"
 	"sync/atomic"
 	"time"
@@ -465,7 +463,7 @@ func (s *server) setDiscovery() error {
 	ver, _, _ := buildVersion()
 	md, err := arsia.NewAgentMetadata(arsia.AgentMetadata{AgentID: s.cfg.Agent, Name: "Custos gateway", Version: ver,
 		Inbox: s.cfg.PublicURL + "/v1/arsia/inbox", JWKS: s.cfg.PublicURL + "/.well-known/arsia/jwks.json",
-		CapabilitiesSupported: slices.Sorted(maps.Keys(s.handlers)), MaxMessageBytes: s.cfg.MaxBody})
+		CapabilitiesSupported: s.capabilitiesSupported(), MaxMessageBytes: s.cfg.MaxBody})
 	if err != nil {
 		return fmt.Errorf("discovery document: %w", err)
 	}
@@ -496,7 +494,8 @@ func (s *server) openHTTP(ctx context.Context) error {
 		return err
 	}
 	inbox, err := httpapi.NewInbox(httpapi.InboxOptions{Gateway: gw, Logger: logger, MaxBody: cfg.MaxBody, Discovery: func() json.RawMessage { return *s.discovery.Load() }, JWKS: jwks, PublicURL: cfg.PublicURL,
-		Ready: func(ctx context.Context) error { _, err := st.EventsAfter(ctx, aais.MaxSequence, 1); return err }, Limits: limits})
+		Ready: func(ctx context.Context) error { _, err := st.EventsAfter(ctx, aais.MaxSequence, 1); return err }, Limits: limits,
+		Brokers: s.brokers()}) // serve_relay.go
 	if err != nil {
 		return err
 	}

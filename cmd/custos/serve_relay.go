@@ -2,8 +2,11 @@ package main
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
+	"github.com/custos-runtime/custos/arsia"
 	"github.com/custos-runtime/custos/gateway/config"
 	"github.com/custos-runtime/custos/gateway/relay"
 )
@@ -25,4 +28,31 @@ func newRelayer(cfg config.Config) (*relay.Relayer, error) {
 		return nil, fmt.Errorf("relay: %w", err)
 	}
 	return rl, nil
+}
+
+// brokers answers broker discovery when the gateway relays: its own entry,
+// healthy as of the request (it is answering), for a zone it serves.
+func (s *server) brokers() func(string) []arsia.BrokerEntry {
+	if !s.cfg.Relay.Enabled {
+		return nil
+	}
+	return func(zone string) []arsia.BrokerEntry {
+		e := s.cfg.BrokerEntry(time.Now())
+		if !e.Serves(zone) {
+			return nil
+		}
+		return []arsia.BrokerEntry{e}
+	}
+}
+
+// capabilitiesSupported are the capabilities the discovery document
+// lists: the handlers' and, for a broker, arsiaprotocol.broker.relay
+// (ARSIA-Routing §1.4: senders pick brokers that declare it).
+func (s *server) capabilitiesSupported() []string {
+	caps := slices.Collect(maps.Keys(s.handlers))
+	if s.cfg.Relay.Enabled {
+		caps = append(caps, arsia.CapBrokerRelay)
+	}
+	slices.Sort(caps)
+	return slices.Compact(caps)
 }

@@ -152,6 +152,28 @@ func TestServeRelay(t *testing.T) {
 		}
 	}()
 
+	// Discovery: the gateway declares arsiaprotocol.broker.relay and
+	// lists itself for the zones it serves.
+	var md map[string]any
+	if err := json.Unmarshal(fetchBody(t, g.url+"/.well-known/arsia"), &md); err != nil {
+		t.Fatal(err)
+	}
+	if caps, _ := md["capabilities_supported"].([]any); !containsAny(caps, arsia.CapBrokerRelay) {
+		t.Fatalf("capabilities_supported = %v", md["capabilities_supported"])
+	}
+	for zone, want := range map[string]int{"PT": 1, "EU": 1, "DE": 0} {
+		var list []any
+		if err := json.Unmarshal(fetchBody(t, g.url+"/.well-known/arsia/brokers?residency="+zone), &list); err != nil || len(list) != want {
+			t.Fatalf("brokers for %s: %v %v", zone, list, err)
+		}
+		for _, e := range list {
+			b, err := arsia.ParseBrokerEntry(e)
+			if err != nil || b.AgentID != "agent:acme.gateway" || b.Inbox != g.url+"/v1/arsia/inbox" || b.Jurisdiction != "PT" {
+				t.Fatalf("broker entry %v: %v", e, err)
+			}
+		}
+	}
+
 	// Relayed: the ledger verified the sender's own signature, and its
 	// signed response came back as it sent it.
 	code, raw, okID := g.sendTo(t, ledger, "PT")
@@ -234,3 +256,26 @@ func TestServeRelay(t *testing.T) {
 }
 
 func str(v any) string { s, _ := v.(string); return s }
+
+func fetchBody(t *testing.T, url string) []byte {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 {
+		t.Fatalf("GET %s: %d %s", url, resp.StatusCode, b)
+	}
+	return b
+}
+
+func containsAny(list []any, v string) bool {
+	for _, x := range list {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
