@@ -71,6 +71,7 @@ func (g *Gateway) relayed(ctx context.Context, a *admission, who *requestInfo, r
 	if _, err := g.o.Audit.Append(ctx, rec); err != nil {
 		return g.internal(ctx, a.from, a.msgID, a.now, err)
 	}
+	g.metrics.inc("custos_relays_total", string(out.Record.ForwardingResult))
 	if out.Err != nil {
 		if out.Err.Err != nil {
 			g.log(ctx).WarnContext(ctx, "relay failed", "sender", a.from, "message_id", who.msgID, "to", route.Agent,

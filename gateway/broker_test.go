@@ -118,6 +118,9 @@ func TestRelayForwards(t *testing.T) {
 	if bytes.Contains(b, []byte("secret")) {
 		t.Fatalf("the record carries the payload: %s", b)
 	}
+	if m := r.metrics(t); !strings.Contains(m, `custos_relays_total{result="success"} 1`) || !strings.Contains(m, `custos_relays_total{result="timeout"} 0`) {
+		t.Fatalf("metrics:\n%s", m)
+	}
 }
 
 func TestRelayRefusals(t *testing.T) {

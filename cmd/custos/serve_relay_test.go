@@ -102,14 +102,21 @@ func startRelayGateway(t *testing.T) (*gatewayUnderTest, *relayRecipient) {
 	down := httptest.NewServer(http.NotFoundHandler())
 	downURL := down.URL
 	down.Close()
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Read first: the server notices a client gone only after the body.
+		_, _ = io.Copy(io.Discard, r.Body)
+		<-r.Context().Done()
+	}))
+	t.Cleanup(slow.Close)
 	data := filepath.Join(t.TempDir(), "data")
 	cfg := "listen: 127.0.0.1:0\ndata: " + data + "\nagent: agent:acme.gateway\n" +
 		"trust:\n  jwks_files: [" + g.sendersJWKS + "]\n" +
 		"senders:\n  - agent: " + sender + "\n    capabilities: [arsiaprotocol.broker.relay, demo.*]\n" +
 		"handlers:\n  demo.echo:\n    type: echo\n" +
-		"relay:\n  enabled: true\n  jurisdiction: PT\n  residency_zones: [PT, EU]\n  routes:\n" +
+		"relay:\n  enabled: true\n  jurisdiction: PT\n  residency_zones: [PT, EU]\n  forward_timeout: 300ms\n  routes:\n" +
 		"    - agent: " + ledger + "\n      inbox: " + rcpt.URL + "/v1/arsia/inbox\n" +
-		"    - agent: agent:acme.down\n      inbox: " + downURL + "/v1/arsia/inbox\n"
+		"    - agent: agent:acme.down\n      inbox: " + downURL + "/v1/arsia/inbox\n" +
+		"    - agent: agent:acme.slow\n      inbox: " + slow.URL + "/v1/arsia/inbox\n"
 	g.configPath = filepath.Join(t.TempDir(), "custos.yaml")
 	if err := os.WriteFile(g.configPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
@@ -119,7 +126,7 @@ func startRelayGateway(t *testing.T) (*gatewayUnderTest, *relayRecipient) {
 
 // sendTo signs a request to to with residency zone and posts it; it
 // returns the status, the raw reply and the message id.
-func (g *gatewayUnderTest) sendTo(t *testing.T, to, zone string) (int, []byte, string) {
+func (g *gatewayUnderTest) sendTo(t *testing.T, to, zone string, headers ...string) (int, []byte, string) {
 	t.Helper()
 	e, err := arsia.NewRequest(sender, to, []string{"ledger.read"}, "com.acme/call", map[string]any{"account": "secret-account"},
 		arsia.BuildOptions{Now: time.Now(), Compliance: map[string]any{"profile": "GDPR-STANDARD", "data_residency": zone}})
@@ -134,6 +141,10 @@ func (g *gatewayUnderTest) sendTo(t *testing.T, to, zone string) (int, []byte, s
 	body, _ := json.Marshal(signed)
 	req, _ := http.NewRequestWithContext(t.Context(), "POST", g.url+"/v1/arsia/inbox", bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/arsia+json; v=1")
+	for _, h := range headers {
+		k, v, _ := strings.Cut(h, ": ")
+		req.Header.Add(k, v)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -201,6 +212,24 @@ func TestServeRelay(t *testing.T) {
 		t.Fatalf("down: %d %s", code, raw)
 	}
 
+	// The recipient does not answer within forward_timeout.
+	start := time.Now()
+	code, raw, slowID := g.sendTo(t, "agent:acme.slow", "EU")
+	var late map[string]any
+	_ = json.Unmarshal(raw, &late)
+	if ecode, d := errorOf(late); code != 503 || ecode != "service_unavailable" || d["reason"] != relay.ReasonTimeout || d["forwarding_result"] != "timeout" || time.Since(start) > 5*time.Second {
+		t.Fatalf("slow: %d %s after %s", code, raw, time.Since(start))
+	}
+
+	// A message that has passed through this broker already: a loop,
+	// refused before forwarding.
+	code, raw, loopID := g.sendTo(t, ledger, "PT", relay.HeaderVia+": agent:acme.other", relay.HeaderVia+": agent:acme.gateway")
+	var loop map[string]any
+	_ = json.Unmarshal(raw, &loop)
+	if ecode, d := errorOf(loop); code != 503 || ecode != "service_unavailable" || d["reason"] != relay.ReasonLoop || rcpt.verified.Load() != 1 {
+		t.Fatalf("loop: %d %s", code, raw)
+	}
+
 	// A zone the broker does not serve: refused before forwarding.
 	code, raw, deID := g.sendTo(t, ledger, "DE")
 	var refused map[string]any
@@ -250,7 +279,8 @@ func TestServeRelay(t *testing.T) {
 		}
 		results[r.MessageID] = string(r.ForwardingResult)
 	}
-	if len(results) != 3 || results[okID] != "success" || results[downID] != "failure" || results[deID] != "failure" {
+	if len(results) != 5 || results[okID] != "success" || results[downID] != "failure" || results[deID] != "failure" ||
+		results[slowID] != "timeout" || results[loopID] != "failure" {
 		t.Fatalf("relay records: %v", results)
 	}
 }
