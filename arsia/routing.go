@@ -16,8 +16,10 @@
 // ResolvePriority the routing priority. Every time-dependent function takes
 // now; none reads the clock.
 //
-// Today only the ARSIA conformance run uses the routing functions: custos
-// serve delivers to its own handlers and does not relay as a broker yet.
+// The ARSIA conformance run uses the routing functions, and custos serve
+// as a Compliance Broker (package gateway/relay, docs/relay.md) checks
+// CheckRelayPreconditions and writes NewRelayAuditRecord's record for
+// every relay.
 package arsia
 
 import (

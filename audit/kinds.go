@@ -87,6 +87,16 @@ func TokenRevoked(agent, recipient, jti string) Record {
 		Actor: Actor{ID: agent, Type: ActorAgent, AuthenticatedBy: "private_key_jwt"}, Details: map[string]any{"jti": jti}}
 }
 
+// BrokerRelay is the record of a relay of the message s names (its
+// Recipient the agent relayed to): relay is the ARSIA relay audit record
+// (arsia.RelayAuditRecord.Map, 11 members, no payload), result its
+// forwarding_result, at relayed.
+func BrokerRelay(s Subject, relay map[string]any, result string, relayed time.Time) Record {
+	r := s.record(KindBrokerRelay)
+	r.Time, r.Outcome, r.Details = relayed, result, relay
+	return r
+}
+
 func anyList(s []string) []any {
 	out := make([]any, len(s))
 	for i, v := range s {

@@ -22,6 +22,7 @@ func TestKindConstructors(t *testing.T) {
 		{OversightTimeout(s, "exc_1", now), KindOversightTimeout},
 		{Review(s, "exc_1", reviewer, "accepted", true), KindReview},
 		{Escalation(s, "apr_1", "reminder", now), KindEscalation},
+		{BrokerRelay(s, map[string]any{"audit_type": "broker_relay", "relay_latency_ms": int64(3)}, "success", now), KindBrokerRelay},
 	} {
 		r := tc.rec
 		if r.Kind != tc.kind || r.MessageID != s.MessageID || r.Sender != s.Sender || r.Recipient != s.Recipient ||

@@ -68,6 +68,11 @@ const (
 	// denied; Details has the decision result (never its token), the
 	// phases and phase 1 steps completed, and the onboarding events.
 	KindOnboarding Kind = "onboarding"
+	// KindBrokerRelay: the gateway, as a Compliance Broker, relayed a
+	// message to another agent, or refused to (ARSIA-Routing §7.4);
+	// Details is the ARSIA relay audit record, exactly its 11 members,
+	// and Outcome its forwarding_result (success, failure, timeout).
+	KindBrokerRelay Kind = "broker_relay"
 )
 
 // Outcomes Custos writes. Outcome is an open string like Kind.

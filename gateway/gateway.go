@@ -51,6 +51,7 @@ import (
 	"github.com/custos-runtime/custos/audit"
 	"github.com/custos-runtime/custos/gateway/exchange"
 	"github.com/custos-runtime/custos/gateway/handler"
+	"github.com/custos-runtime/custos/gateway/relay"
 )
 
 // Options configures a Gateway.
@@ -162,6 +163,11 @@ type Options struct {
 	// stage and per handler call, propagated to the upstreams (W3C
 	// traceparent, MCP _meta). Nil traces nothing, at no cost.
 	Tracer trace.TracerProvider
+	// Relay, when set, makes the gateway a Compliance Broker: a request
+	// addressed to an agent it has a route for is relayed there (see
+	// relayed) instead of refused. Its broker entry's agent id must be
+	// Agent.
+	Relay *relay.Relayer
 	// Metrics is the registry the gateway registers its metrics on (one
 	// of its own, with the Go runtime and process collectors, when nil);
 	// Gateway.Metrics returns it.
@@ -238,6 +244,9 @@ func New(o Options) (*Gateway, error) {
 		// choices than those offered.
 		return nil, errors.New("gateway: a remember policy needs ProfileOf (RequestProfile) and the same policy on the authority")
 	}
+	if o.Relay != nil && o.Relay.Broker().AgentID != o.Agent {
+		return nil, fmt.Errorf("gateway: the relay's broker is %s, not the gateway's agent %s", o.Relay.Broker().AgentID, o.Agent)
+	}
 	if err := checkQuorums(o.Quorums); err != nil {
 		return nil, err
 	}
@@ -310,6 +319,11 @@ type Reply struct {
 	// Problem is an ASC status for answers that cannot be an ARSIA reply
 	// (the body is not an envelope, so there is nobody to answer to).
 	Problem *asc.Error
+	// ContentType, when set, is the media type of Envelope: a relayed
+	// recipient's reply, passed back as it came (an ARSIA envelope signed
+	// by the recipient, or its problem document). Empty means an ARSIA
+	// envelope of the gateway's.
+	ContentType string
 }
 
 // Inbound is one request as the transport received it.
@@ -329,7 +343,14 @@ type Inbound struct {
 	// absent): the request's span is their child, and its trace id the
 	// request's when the envelope names none.
 	TraceParent, TraceState string
+	// RelayVia is the values of the ARSIA-Relay-Via header (RelayViaHeader):
+	// the brokers a relayed message passed through.
+	RelayVia []string
 }
+
+// RelayViaHeader is the header in which brokers list themselves when they
+// relay a message (relay.HeaderVia).
+const RelayViaHeader = relay.HeaderVia
 
 // TrustPolicy decides whether a sender whose signature verified may make a
 // call: certificate trust levels, revoked keys.

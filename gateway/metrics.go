@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/custos-runtime/custos/aais"
+	"github.com/custos-runtime/custos/arsia"
 	"github.com/custos-runtime/custos/arsia/compliance"
 	"github.com/custos-runtime/custos/gateway/exchange"
 )
@@ -50,6 +51,8 @@ var counterHelp = []struct {
 	{"custos_oversight_timeouts_total", "mode", "Post-execution reviews that became overdue (oversight_timeout), by oversight mode.",
 		[]string{string(compliance.OversightRequiredPostExecution), string(compliance.OversightRequiredWithin24h)}},
 	{"custos_callbacks_total", "result", "Callback delivery attempts, by result.", []string{"delivered", "failed", "given_up"}},
+	{"custos_relays_total", "result", "Relay attempts as a Compliance Broker that were recorded, by forwarding_result.",
+		[]string{string(arsia.ForwardingSuccess), string(arsia.ForwardingFailure), string(arsia.ForwardingTimeout)}},
 }
 
 // latencyBuckets (seconds) span a cached call (well under a millisecond)

@@ -91,6 +91,11 @@ func (g *Gateway) receive(ctx context.Context, in Inbound, start time.Time, who 
 		return rep
 	}
 	defer a.stages.done()
+	// A request for an agent the gateway relays for goes on as it came:
+	// an encrypted payload is the recipient's to decrypt.
+	if route, ok := g.relayRoute(a); ok {
+		return g.relayed(ctx, a, who, route)
+	}
 	ctx, e := g.decrypt(ctx, a)
 	if e != nil {
 		return g.reject(ctx, a, e)

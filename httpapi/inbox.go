@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/expfmt"
 
+	"github.com/custos-runtime/custos/arsia"
 	"github.com/custos-runtime/custos/asc"
 	"github.com/custos-runtime/custos/gateway"
 	"github.com/custos-runtime/custos/gateway/exchange"
@@ -51,6 +52,10 @@ type InboxOptions struct {
 	// (Limits.Handler, Limits.Listener): the inbox counts its own
 	// refusals there and /metrics reports them.
 	Limits *Limits
+	// Brokers, when set, answers broker discovery (ARSIA-Routing §7.2):
+	// the Compliance Brokers that serve a residency zone, for
+	// GET /.well-known/arsia/brokers?residency={zone}.
+	Brokers func(residency string) []arsia.BrokerEntry
 	// Metrics are gathered on /metrics after the gateway's registry
 	// (Gateway.Metrics) and the transport's counters: other surfaces'
 	// metrics on registries of their own (nil for none).
@@ -65,6 +70,7 @@ type InboxOptions struct {
 //	GET  /v1/arsia/exchanges/{id}/decision  its signed approval_decision, once decided
 //	GET  /.well-known/arsia            the gateway's discovery document
 //	GET  /.well-known/arsia/jwks.json  its public keys (signing; encryption, "use": "enc")
+//	GET  /.well-known/arsia/brokers    the brokers for ?residency={zone} (when Brokers is set)
 //	GET  /healthz, /readyz             liveness and readiness
 //	GET  /metrics                      Prometheus text format (OpenMetrics, with
 //	                                   exemplars, when the scraper asks for it)
@@ -106,7 +112,8 @@ func NewInbox(o InboxOptions) (http.Handler, error) {
 		writeReply(w, o.Gateway.Receive(r.Context(), gateway.Inbound{Body: body,
 			Authorization: r.Header.Get("Authorization"), DPoP: r.Header.Get("DPoP"),
 			IdempotencyKey: r.Header.Get("Idempotency-Key"), Method: r.Method, URL: requestURL(r, o.PublicURL),
-			TraceParent: r.Header.Get("Traceparent"), TraceState: r.Header.Get("Tracestate")}))
+			TraceParent: r.Header.Get("Traceparent"), TraceState: r.Header.Get("Tracestate"),
+			RelayVia: r.Header.Values(gateway.RelayViaHeader)}))
 	})
 	// Someone who opens the agents' endpoint in a browser learns what it
 	// is and where the reviewers' inbox is, instead of a bare 405.
@@ -152,6 +159,27 @@ func NewInbox(o InboxOptions) (http.Handler, error) {
 		static("/.well-known/arsia", o.Metadata, "application/json")
 	}
 	static("/.well-known/arsia/jwks.json", o.JWKS, "application/jwk-set+json")
+	if o.Brokers != nil {
+		mux.HandleFunc("GET /.well-known/arsia/brokers", func(w http.ResponseWriter, r *http.Request) {
+			zone := r.URL.Query().Get("residency")
+			if zone == "" || len(zone) > 64 {
+				problem(w, asc.InvalidRequest, http.StatusBadRequest, "Name the data residency zone: /.well-known/arsia/brokers?residency=EU.")
+				return
+			}
+			list := []map[string]any{}
+			for _, b := range o.Brokers(zone) {
+				list = append(list, b.Map())
+			}
+			b, err := json.Marshal(list)
+			if err != nil {
+				problem(w, asc.InternalError, http.StatusInternalServerError, "The broker list could not be encoded.")
+				return
+			}
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("Cache-Control", "max-age=300")
+			_, _ = w.Write(b)
+		})
+	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	gather := prometheus.Gatherers{o.Gateway.Metrics()}
 	if o.Limits != nil {
@@ -236,7 +264,13 @@ func writeReply(w http.ResponseWriter, rep gateway.Reply) {
 		problem(w, code, rep.Status, detail)
 		return
 	}
-	w.Header().Set("Content-Type", ARSIAMediaType+"; v=1")
+	ct := ARSIAMediaType + "; v=1"
+	if rep.ContentType != "" {
+		// A relayed reply, as the recipient labelled it.
+		ct = rep.ContentType
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+	}
+	w.Header().Set("Content-Type", ct)
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(rep.Status)
 	_, _ = w.Write(rep.Envelope)

@@ -9,12 +9,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
 	"sort"
 	"sync/atomic"
 	"time"
@@ -432,7 +430,11 @@ func (s *server) open(ctx context.Context, errOut io.Writer) error {
 		tracer = tracing.Provider
 		logger.Info("tracing", "exporter", "otlp", "protocol", tracing.Protocol, "endpoint", tracing.Endpoint)
 	}
-	gw, err := gateway.New(gateway.Options{Tracer: tracer, Quorums: quorumRules(cfg),
+	relayer, err := newRelayer(cfg) // serve_relay.go
+	if err != nil {
+		return err
+	}
+	gw, err := gateway.New(gateway.Options{Tracer: tracer, Quorums: quorumRules(cfg), Relay: relayer,
 		Agent: cfg.Agent, Signer: s.key.signer, KID: s.key.kid, Keys: keys, Decryption: s.encKey, Algorithms: nilIfEmpty(cfg.Trust.Algorithms), Trust: trust, Authorizer: authorizer, Grants: grants, Oversight: oversight, Handlers: s.handlers,
 		Authority: s.auth, Exchanges: state.Exchanges, Audit: auditLog, ApprovalTTL: cfg.Oversight.TTL,
 		AllowSession: cfg.Oversight.AllowSession, Remember: remember, ReviewWithin: cfg.Oversight.ReviewWithin, Callbacks: callbacks, Logger: logger,
@@ -472,7 +474,7 @@ func (s *server) setDiscovery() error {
 	ver, _, _ := buildVersion()
 	md, err := arsia.NewAgentMetadata(arsia.AgentMetadata{AgentID: s.cfg.Agent, Name: "Custos gateway", Version: ver,
 		Inbox: s.cfg.PublicURL + "/v1/arsia/inbox", JWKS: s.cfg.PublicURL + "/.well-known/arsia/jwks.json",
-		CapabilitiesSupported: slices.Sorted(maps.Keys(s.handlers)), MaxMessageBytes: s.cfg.MaxBody})
+		CapabilitiesSupported: s.capabilitiesSupported(), MaxMessageBytes: s.cfg.MaxBody})
 	if err != nil {
 		return fmt.Errorf("discovery document: %w", err)
 	}
@@ -503,7 +505,8 @@ func (s *server) openHTTP(ctx context.Context) error {
 		return err
 	}
 	inbox, err := httpapi.NewInbox(httpapi.InboxOptions{Gateway: gw, Logger: logger, MaxBody: cfg.MaxBody, Discovery: func() json.RawMessage { return *s.discovery.Load() }, JWKS: jwks, PublicURL: cfg.PublicURL,
-		Ready: func(ctx context.Context) error { _, err := st.EventsAfter(ctx, aais.MaxSequence, 1); return err }, Limits: limits})
+		Ready: func(ctx context.Context) error { _, err := st.EventsAfter(ctx, aais.MaxSequence, 1); return err }, Limits: limits,
+		Brokers: s.brokers()}) // serve_relay.go
 	if err != nil {
 		return err
 	}

@@ -61,7 +61,8 @@ func openAPIGateway(t *testing.T) (*gatewayUnderTest, *routes.Mux, string) {
 			"  webhooks:\n    - {name: siem, url: \""+fake.URL+"/hook\", secret: \""+secret("delivery-secret-0123456789")+
 			"\", callback_secret: \""+secret("callback-secret-0123456789")+"\", reviewers: {\"jira:alice\": alice}}\n",
 		"certificate_authority:\n  enabled: true\n  operators: [alice]\n",
-		"onboarding:\n  enabled: true\n  policy_file: "+policy+"\n  discovery_urls: [\"https://agents.partner.example/\"]\n")
+		"onboarding:\n  enabled: true\n  policy_file: "+policy+"\n  discovery_urls: [\"https://agents.partner.example/\"]\n",
+		"relay:\n  enabled: true\n  jurisdiction: PT\n  residency_zones: [PT]\n  routes:\n    - agent: agent:acme.ledger\n      inbox: "+fake.URL+"/inbox\n")
 	t.Cleanup(g.stop)
 	select {
 	case m := <-sink:
@@ -248,6 +249,9 @@ func TestOpenAPIRecordedAnswersValidate(t *testing.T) {
 	rec.want(rec.do("GET", "/metrics", nil), 200)
 	rec.want(rec.do("GET", "/.well-known/arsia", nil), 200)
 	rec.want(rec.do("GET", "/.well-known/arsia/jwks.json", nil), 200)
+	rec.want(rec.do("GET", "/.well-known/arsia/brokers?residency=PT", nil), 200)
+	rec.want(rec.do("GET", "/.well-known/arsia/brokers?residency=DE", nil), 200)
+	rec.want(rec.do("GET", "/.well-known/arsia/brokers", nil), 400)
 	rec.want(rec.do("GET", "/openapi.json", nil), 200)
 	rec.want(rec.do("GET", "/openapi/schemas/agent-status.schema.json", nil), 200)
 	rec.want(rec.do("GET", "/openapi/schemas/nope.json", nil), 404)

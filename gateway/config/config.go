@@ -119,6 +119,8 @@ type Config struct {
 	// Onboarding lets agents of other organizations onboard themselves
 	// (onboarding.go).
 	Onboarding Onboarding `yaml:"onboarding"`
+	// Relay makes the gateway a Compliance Broker (relay.go).
+	Relay Relay `yaml:"relay"`
 }
 
 // Limits bounds what the transport spends on a caller before its request
@@ -826,6 +828,7 @@ func (c *Config) Check() error {
 	errs = append(errs, c.checkCA()...)
 	errs = append(errs, c.checkState()...)
 	errs = append(errs, c.checkOnboarding()...)
+	errs = append(errs, c.checkRelay()...)
 	for _, err := range c.checkReviewers() {
 		bad("%v", err)
 	}
