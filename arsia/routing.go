@@ -168,11 +168,7 @@ func ValidateBrokerEntry(v any) error {
 			Err: fmt.Errorf("%w: %w", ErrInvalidBrokerEntry, err)}
 	}
 	if len(errs) > 0 {
-		msgs := make([]string, len(errs))
-		for i, e := range errs {
-			msgs[i] = e.String()
-		}
-		return brokerError("invalid_broker_entry", "broker entry does not match the schema: %s", strings.Join(msgs, "; "))
+		return brokerError("invalid_broker_entry", "broker entry does not match the schema: %s", schema.Join(errs))
 	}
 	m, ok := v.(map[string]any)
 	if !ok {
@@ -500,11 +496,7 @@ func (r *RelayAuditRecord) Validate() error {
 		return fmt.Errorf("%w: %w", ErrInvalidRelayAudit, err)
 	}
 	if len(errs) > 0 {
-		msgs := make([]string, len(errs))
-		for i, e := range errs {
-			msgs[i] = e.String()
-		}
-		return fmt.Errorf("%w: %s", ErrInvalidRelayAudit, strings.Join(msgs, "; "))
+		return fmt.Errorf("%w: %s", ErrInvalidRelayAudit, schema.Join(errs))
 	}
 	return nil
 }

@@ -132,11 +132,7 @@ func checkSchema(m map[string]any) error {
 		return fmt.Errorf("%w: %w", ErrInvalidRecord, err)
 	}
 	if len(errs) > 0 {
-		msgs := make([]string, len(errs))
-		for i, e := range errs {
-			msgs[i] = e.String()
-		}
-		return fmt.Errorf("%w: %s", ErrInvalidRecord, strings.Join(msgs, "; "))
+		return fmt.Errorf("%w: %s", ErrInvalidRecord, schema.Join(errs))
 	}
 	return nil
 }

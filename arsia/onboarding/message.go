@@ -2,7 +2,6 @@ package onboarding
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/custos-runtime/custos/arsia"
@@ -138,11 +137,7 @@ func ValidateDecision(payload map[string]any) error {
 		return fmt.Errorf("%w: %w", ErrInvalidDecision, err)
 	}
 	if len(errs) > 0 {
-		msgs := make([]string, len(errs))
-		for i, e := range errs {
-			msgs[i] = e.String()
-		}
-		return fmt.Errorf("%w: %s", ErrInvalidDecision, strings.Join(msgs, "; "))
+		return fmt.Errorf("%w: %s", ErrInvalidDecision, schema.Join(errs))
 	}
 	return nil
 }

@@ -6,11 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/custos-runtime/custos/internal/pyrepr"
 	"io/fs"
 	"math"
 	"slices"
+	"strings"
 	"sync"
+
+	"github.com/custos-runtime/custos/internal/pyrepr"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
@@ -63,6 +65,15 @@ func (e Error) String() string {
 		p = "<root>"
 	}
 	return p + ": " + e.Message
+}
+
+// Join is errs as one message: each error's String, joined by "; ".
+func Join(errs []Error) string {
+	msgs := make([]string, len(errs))
+	for i, e := range errs {
+		msgs[i] = e.String()
+	}
+	return strings.Join(msgs, "; ")
 }
 
 // Validate checks instance against ref, a schema file name optionally

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/custos-runtime/custos/arsia"
 	"github.com/custos-runtime/custos/arsia/schema"
@@ -215,11 +214,7 @@ func checkSchema(op Operation, m map[string]any, def string) error {
 		return argsFail(op, "%v", err)
 	}
 	if len(errs) > 0 {
-		msgs := make([]string, len(errs))
-		for i, e := range errs {
-			msgs[i] = e.String()
-		}
-		return argsFail(op, "%s", strings.Join(msgs, "; "))
+		return argsFail(op, "%s", schema.Join(errs))
 	}
 	return nil
 }

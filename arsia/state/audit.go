@@ -275,11 +275,7 @@ func NewAuditRecord(env map[string]any, reg *compliance.Registry, in AuditInput)
 		return fail("%v", err)
 	}
 	if len(errs) > 0 {
-		msgs := make([]string, len(errs))
-		for i, e := range errs {
-			msgs[i] = e.String()
-		}
-		return fail("record does not match the audit schema: %s", strings.Join(msgs, "; "))
+		return fail("record does not match the audit schema: %s", schema.Join(errs))
 	}
 	return rec, nil
 }
