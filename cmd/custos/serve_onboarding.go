@@ -3,15 +3,18 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"sync"
 	"time"
 
+	"github.com/custos-runtime/custos/arsia/auth"
 	"github.com/custos-runtime/custos/arsia/onboarding"
 	"github.com/custos-runtime/custos/audit"
 	"github.com/custos-runtime/custos/gateway/authserver"
@@ -182,9 +185,19 @@ func (s *server) mountOnboarding(mux *routes.Mux, as *authserver.Server) error {
 			}
 			return change(ctx, f.(func(map[string]onboard.Agent)))
 		},
-		Issue: func(ctx context.Context, agent string, scope []string, lifetime time.Duration) (onboard.Token, error) {
-			t, err := as.Issue(ctx, agent, scope, "", lifetime)
+		Issue: func(ctx context.Context, agent string, scope []string, jkt string, lifetime time.Duration) (onboard.Token, error) {
+			t, err := as.Issue(ctx, agent, scope, jkt, lifetime)
 			return onboard.Token{Value: t.AccessToken, ID: t.ID, ExpiresAt: t.ExpiresAt}, err
+		},
+		// RFC 9449 §5, as at the token endpoint: the proof is for this
+		// request (htm POST, htu the onboarding URL), fresh, used once.
+		DPoP: func(ctx context.Context, proof string, now time.Time) (string, error) {
+			p, errs := auth.ValidateDPoP(ctx, proof, auth.DPoPOptions{Method: http.MethodPost, URL: s.cfg.PublicURL + onboard.Path,
+				Now: now, Skew: s.cfg.Tokens.ClockSkew, Replay: s.state.Replay, Algorithms: []string{auth.EdDSA, auth.ES256}, TokenRequest: true})
+			if len(errs) > 0 {
+				return "", errors.Join(errs...)
+			}
+			return auth.Thumbprint(p.JWK)
 		}})
 	if err != nil {
 		return err

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"net/http"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/custos-runtime/custos/arsia"
+	"github.com/custos-runtime/custos/arsia/auth"
 	"github.com/custos-runtime/custos/arsia/onboarding"
 	"github.com/custos-runtime/custos/arsia/sig"
 	"github.com/custos-runtime/custos/gateway/onboard"
@@ -18,6 +20,12 @@ import (
 
 // asPeer signs a request of p to the test gateway and posts it to path.
 func asPeer(t *testing.T, g *gatewayUnderTest, p *livePeer, path, payloadType string, caps []string, args any) (int, map[string]any) {
+	t.Helper()
+	return asPeerWith(t, g, p, path, payloadType, caps, args, nil)
+}
+
+// asPeerWith is asPeer with extra request headers.
+func asPeerWith(t *testing.T, g *gatewayUnderTest, p *livePeer, path, payloadType string, caps []string, args any, headers map[string]string) (int, map[string]any) {
 	t.Helper()
 	e, err := arsia.NewRequest(p.agent, "agent:acme.gateway", caps, payloadType, args, arsia.BuildOptions{Now: time.Now()})
 	if err != nil {
@@ -31,6 +39,9 @@ func asPeer(t *testing.T, g *gatewayUnderTest, p *livePeer, path, payloadType st
 	body, _ := json.Marshal(signed)
 	req, _ := http.NewRequestWithContext(t.Context(), "POST", g.url+path, bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/arsia+json; v=1")
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
 	code, m, _ := g.do(t, req)
 	return code, m
 }
@@ -80,6 +91,37 @@ func TestOnboardingActivatesAndSurvivesRestart(t *testing.T) {
 	if code, m := asPeer(t, g, configuredPeer, onboard.Path, onboarding.PayloadTypeRequest, []string{"demo.echo"},
 		map[string]any{"discovery_url": peer.url}); code != 409 {
 		t.Errorf("onboarding a configured sender: %d %v, want 409", code, m)
+	}
+	// With a DPoP proof, the token is bound to the proof's key (RFC 9449
+	// cnf.jkt), and the proof is good for one request.
+	proof, err := auth.NewTokenRequestProof(peer.priv, "POST", g.url+onboard.Path, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dpop := map[string]string{"DPoP": proof}
+	code, m = asPeerWith(t, g, peer, onboard.Path, onboarding.PayloadTypeRequest, []string{"demo.echo"}, map[string]any{"discovery_url": peer.url}, dpop)
+	if code != 200 {
+		t.Fatalf("onboarding with a DPoP proof: %d %v", code, m)
+	}
+	tok, _ := m["payload"].(map[string]any)["result"].(map[string]any)["token"].(string)
+	parts := strings.Split(tok, ".")
+	var claims struct {
+		Cnf struct {
+			JKT string `json:"jkt"`
+		} `json:"cnf"`
+	}
+	if len(parts) != 3 {
+		t.Fatalf("token %q", tok)
+	}
+	if b, err := base64.RawURLEncoding.DecodeString(parts[1]); err != nil || json.Unmarshal(b, &claims) != nil {
+		t.Fatalf("token claims: %v", err)
+	}
+	jwk, _ := auth.PublicJWK(peer.priv.Public())
+	if want, _ := auth.Thumbprint(jwk); claims.Cnf.JKT != want || want == "" {
+		t.Errorf("cnf.jkt %q, want the proof key's thumbprint %q", claims.Cnf.JKT, want)
+	}
+	if code, m = asPeerWith(t, g, peer, onboard.Path, onboarding.PayloadTypeRequest, []string{"demo.echo"}, map[string]any{"discovery_url": peer.url}, dpop); code != 400 {
+		t.Errorf("the same proof again: %d %v, want 400", code, m)
 	}
 	g.stop()
 	g = startGateway(t, data, g)

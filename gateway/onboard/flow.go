@@ -35,6 +35,12 @@ type Result struct {
 
 // Onboard runs the six phases for one request body.
 func (s *Service) Onboard(ctx context.Context, body []byte) Result {
+	return s.OnboardWith(ctx, body, "")
+}
+
+// OnboardWith is Onboard for a request that came with the DPoP proof
+// dpop ("" for none): the token of an approval is then bound to its key.
+func (s *Service) OnboardWith(ctx context.Context, body []byte, dpop string) Result {
 	select {
 	case s.slots <- struct{}{}:
 		defer func() { <-s.slots }()
@@ -47,6 +53,7 @@ func (s *Service) Onboard(ctx context.Context, body []byte) Result {
 	if err != nil {
 		return s.refusedErr(err)
 	}
+	r.DPoP = dpop
 	if s.o.Configured(r.From) {
 		return s.refused(&refusal{status: http.StatusConflict, code: arsia.CodeConflict,
 			desc: "This agent is configured on the gateway; it is not onboarded over the configuration."}, 0)
@@ -59,6 +66,20 @@ func (s *Service) Onboard(ctx context.Context, body []byte) Result {
 	f, err := s.phase1(ctx, r, &steps)
 	if err != nil {
 		return s.refusedErr(err)
+	}
+	// The proof is checked (its jti remembered) only now that the request
+	// is the agent's.
+	jkt := ""
+	if r.DPoP != "" {
+		if s.o.DPoP == nil {
+			return s.refused(&refusal{status: http.StatusBadRequest, code: arsia.CodeInvalidRequest,
+				desc: "This gateway does not bind onboarding tokens to DPoP keys; send the request without a DPoP header."}, 0)
+		}
+		if jkt, err = s.o.DPoP(ctx, r.DPoP, now); err != nil {
+			s.log.InfoContext(ctx, "onboarding: DPoP proof refused", "agent", r.From, "err", err)
+			return s.refused(&refusal{status: http.StatusBadRequest, code: arsia.CodeInvalidRequest,
+				desc: "The DPoP proof was not accepted (htm POST, htu the onboarding URL, fresh iat, a new jti, no ath)."}, 0)
+		}
 	}
 	if s.o.Seen != nil {
 		until := now.Add(10 * time.Minute)
@@ -131,7 +152,7 @@ func (s *Service) Onboard(ctx context.Context, body []byte) Result {
 		return s.internal(ctx, err)
 	}
 	out.Steps, out.Phases = steps.Completed(), phases.Completed()
-	agent := Agent{ID: r.From, URL: r.BaseURL, FreelyAllowed: p.FreelyAllowed, OversightRequired: p.OversightRequired,
+	agent := Agent{ID: r.From, URL: r.BaseURL, FreelyAllowed: p.FreelyAllowed, OversightRequired: p.OversightRequired, jkt: jkt,
 		PolicyVersion: p.PolicyVersion, Classification: f.record.AISystemClassification,
 		OnboardedAt: now.UTC().Format(onboarding.TimeLayout), RequestID: r.ID}
 	return s.decide(ctx, r, out, p, &agent)
@@ -183,7 +204,7 @@ func (s *Service) decide(ctx context.Context, r *Request, out *Outcome, p *onboa
 		if err := s.o.Activate(wctx, *agent); err != nil {
 			return withdraw(fmt.Errorf("activating: %w", err))
 		}
-		t, err := s.o.Issue(wctx, agent.ID, p.Effective(), lifetime)
+		t, err := s.o.Issue(wctx, agent.ID, p.Effective(), agent.jkt, lifetime)
 		if err != nil {
 			return withdraw(fmt.Errorf("issuing the token: %w", err))
 		}
@@ -371,12 +392,16 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.o.MaxBody))
+	proofs := r.Header.Values("DPoP")
 	var res Result
-	if err != nil {
+	switch {
+	case err != nil:
 		res = s.refused(&refusal{status: http.StatusRequestEntityTooLarge, code: arsia.CodeInvalidRequest,
 			desc: "The request body is too large or could not be read."}, 0)
-	} else {
-		res = s.Onboard(r.Context(), body)
+	case len(proofs) > 1:
+		res = s.refused(&refusal{status: http.StatusBadRequest, code: arsia.CodeInvalidRequest, desc: "More than one DPoP header."}, 0)
+	default:
+		res = s.OnboardWith(r.Context(), body, strings.Join(proofs, ""))
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	if res.RetryAfter > 0 {

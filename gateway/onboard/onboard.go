@@ -69,6 +69,8 @@ type Agent struct {
 	OnboardedAt       string   `json:"onboarded_at"`
 	// RequestID is the id of the onboarding request that was approved.
 	RequestID string `json:"request_id"`
+	// jkt is the DPoP key the token is bound to ("" for a bearer token).
+	jkt string
 }
 
 // Outcome is what Options.Record audits: the decision about an
@@ -143,8 +145,14 @@ type Options struct {
 	Activate   func(ctx context.Context, a Agent) error
 	Deactivate func(ctx context.Context, agent string) error
 	// Issue issues the agent's access token for scope, valid at most
-	// lifetime.
-	Issue func(ctx context.Context, agent string, scope []string, lifetime time.Duration) (Token, error)
+	// lifetime, bound to the DPoP key with thumbprint jkt when not empty.
+	Issue func(ctx context.Context, agent string, scope []string, jkt string, lifetime time.Duration) (Token, error)
+	// DPoP, when set, checks the RFC 9449 proof an onboarding request came
+	// with (a DPoP header: htm POST, htu the onboarding URL, no ath) and
+	// returns its key's thumbprint, which the token is then bound to. It
+	// is asked only once the request authenticated (it records the
+	// proof's jti). Without it a proof is refused.
+	DPoP func(ctx context.Context, proof string, now time.Time) (jkt string, err error)
 }
 
 // Service answers onboarding requests. It is safe for concurrent use.
@@ -281,7 +289,9 @@ func (g guard) RoundTrip(r *http.Request) (*http.Response, error) {
 // Request is a parsed onboarding request: the envelope (not verified yet)
 // and its arguments.
 type Request struct {
-	Env       map[string]any
+	Env map[string]any
+	// DPoP is the request's DPoP proof header, "" when none.
+	DPoP      string
 	From, ID  string
 	BaseURL   string
 	Requested []string

@@ -167,6 +167,7 @@ type fixture struct {
 	recorded []onboard.Outcome
 	active   map[string]onboard.Agent
 	issued   [][]string
+	jkts     []string
 	issueErr error
 	recErr   error
 }
@@ -207,13 +208,14 @@ func newFixture(t *testing.T, prefixes []string, tweak func(*onboard.Options)) *
 			delete(f.active, id)
 			return nil
 		},
-		Issue: func(_ context.Context, id string, scope []string, lifetime time.Duration) (onboard.Token, error) {
+		Issue: func(_ context.Context, id string, scope []string, jkt string, lifetime time.Duration) (onboard.Token, error) {
 			f.mu.Lock()
 			defer f.mu.Unlock()
 			if f.issueErr != nil {
 				return onboard.Token{}, f.issueErr
 			}
 			f.issued = append(f.issued, scope)
+			f.jkts = append(f.jkts, jkt)
 			return onboard.Token{Value: "tok-" + id, ID: "jti", ExpiresAt: time.Now().Add(lifetime).Truncate(time.Second)}, nil
 		}}
 	if tweak != nil {
@@ -336,6 +338,43 @@ func TestReplayRefused(t *testing.T) {
 	if r := f.svc.Onboard(t.Context(), a.request(t, impostor, a.srv.URL, time.Now(), nil, "notes.read")); r.Status != 401 || len(seen) != n {
 		t.Errorf("impostor: %d, remembered %d keys (was %d)", r.Status, len(seen), n)
 	}
+}
+
+// A request with a DPoP proof gets a token bound to the proof's key; the
+// proof is checked only once the request authenticated, and a proof the
+// gateway refuses (or cannot check) onboards nothing.
+func TestDPoPBinding(t *testing.T) {
+	a := newAgent(t)
+	var checked []string
+	dpop := func(_ context.Context, proof string, _ time.Time) (string, error) {
+		checked = append(checked, proof)
+		if proof != "good-proof" {
+			return "", errors.New("bad htu")
+		}
+		return "thumbprint-1", nil
+	}
+	f := newFixture(t, []string{a.srv.URL + "/"}, func(o *onboard.Options) { o.DPoP = dpop })
+	if r := f.svc.OnboardWith(t.Context(), a.request(t, a.signer, a.srv.URL, time.Now(), nil, "notes.read"), "good-proof"); r.Status != 200 {
+		t.Fatalf("with a good proof: %d %s", r.Status, r.Problem)
+	}
+	if !reflect.DeepEqual(f.jkts, []string{"thumbprint-1"}) {
+		t.Errorf("tokens bound to %q, want thumbprint-1", f.jkts)
+	}
+	r := f.svc.OnboardWith(t.Context(), a.request(t, a.signer, a.srv.URL, time.Now(), nil, "notes.read"), "stale-proof")
+	if p := problem(t, r); r.Status != 400 || len(f.jkts) != 1 || len(f.recorded) != 1 {
+		t.Errorf("with a refused proof: %d %v, issued %d, recorded %d; want 400 and nothing more", r.Status, p, len(f.jkts), len(f.recorded))
+	}
+	_, ipriv, _ := ed25519.GenerateKey(rand.Reader)
+	impostor, _ := sig.NewEd25519Signer(ipriv.Seed())
+	n := len(checked)
+	if r := f.svc.OnboardWith(t.Context(), a.request(t, impostor, a.srv.URL, time.Now(), nil, "notes.read"), "good-proof"); r.Status != 401 || len(checked) != n {
+		t.Errorf("an unauthenticated request with a proof: %d, proofs checked %d (was %d); want 401, none checked", r.Status, len(checked), n)
+	}
+	bare := newFixture(t, []string{a.srv.URL + "/"}, nil)
+	if r := bare.svc.OnboardWith(t.Context(), a.request(t, a.signer, a.srv.URL, time.Now(), nil, "notes.read"), "good-proof"); r.Status != 400 || len(bare.issued) != 0 {
+		t.Errorf("a proof where none can be checked: %d, issued %d; want 400", r.Status, len(bare.issued))
+	}
+	a.taken()
 }
 
 func TestRefusalsBeforeAuthentication(t *testing.T) {
@@ -540,7 +579,7 @@ func FuzzParseRequest(f *testing.F) {
 	nop := func(context.Context, onboard.Outcome) error { return nil }
 	svc, err := onboard.New(onboard.Options{Agent: gatewayID, Signer: gs, KID: gatewayID + "#k", Policy: policy, DiscoveryURLs: []string{"https://x.example/"},
 		Record: nop, Activate: func(context.Context, onboard.Agent) error { return nil }, Deactivate: func(context.Context, string) error { return nil },
-		Issue: func(context.Context, string, []string, time.Duration) (onboard.Token, error) {
+		Issue: func(context.Context, string, []string, string, time.Duration) (onboard.Token, error) {
 			return onboard.Token{}, nil
 		}})
 	if err != nil {
