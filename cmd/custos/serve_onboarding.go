@@ -61,6 +61,25 @@ func loadOnboarded(dataDir string) (*onboarded, error) {
 	return o, nil
 }
 
+// onboardingTrigger is the reload trigger of an onboarding's activation.
+const onboardingTrigger = "onboarding"
+
+// reread replaces the agents with the file's (an operator may have
+// removed one); nothing changes when the file does not read.
+func (o *onboarded) reread() error {
+	if o == nil {
+		return nil
+	}
+	fresh, err := loadOnboarded(filepath.Dir(o.path))
+	if err != nil {
+		return fmt.Errorf("onboarding: %w", err)
+	}
+	o.mu.Lock()
+	o.agents = fresh.agents
+	o.mu.Unlock()
+	return nil
+}
+
 // save writes agents (sorted by id) over the file, atomically.
 func (o *onboarded) save(agents map[string]onboard.Agent) error {
 	doc := onboardedDoc{Agents: []onboard.Agent{}}
@@ -154,7 +173,7 @@ func (s *server) mountOnboarding(mux *routes.Mux, as *authserver.Server) error {
 		if err != nil {
 			return err
 		}
-		_, err = s.Reload(s.base, "onboarding")
+		_, err = s.Reload(s.base, onboardingTrigger)
 		return err
 	}
 	svc, err := onboard.New(onboard.Options{Agent: s.cfg.Agent, Signer: s.key.signer, KID: s.key.kid, Policy: policy,

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -125,8 +126,22 @@ func TestOnboardingActivatesAndSurvivesRestart(t *testing.T) {
 	}
 	g.stop()
 	g = startGateway(t, data, g)
-	defer g.stop()
+	defer func() { g.stop() }()
 	if code := call(g); code != 200 {
 		t.Fatalf("after a restart the onboarded agent's call: %d, want 200", code)
+	}
+	// Removed from onboarded.json, the agent is trusted no more after a
+	// reload (SIGHUP).
+	if err := os.WriteFile(filepath.Join(data, onboardedFile), []byte(`{"agents": []}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, g.log, "the reload on SIGHUP", func(s string) bool {
+		return strings.Contains(s, `msg="configuration reloaded" trigger=SIGHUP`)
+	})
+	if code := call(g); code != 401 {
+		t.Fatalf("after its removal and a reload the agent's call: %d, want 401", code)
 	}
 }

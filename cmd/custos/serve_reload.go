@@ -102,6 +102,13 @@ func (s *server) Reload(cfg config.Config, trigger string) (restart []string, er
 		cfg.PublicURL = s.cfg.PublicURL // derived again, as at start
 	}
 	base := cfg
+	if trigger != onboardingTrigger {
+		// An operator's reload takes onboarded.json as it is now: an agent
+		// removed from it is trusted no more.
+		if err := s.onboarded.reread(); err != nil {
+			return restart, err
+		}
+	}
 	cfg = s.withOnboarded(cfg)
 	restart = needsRestart(s.cfg, cfg)
 
