@@ -45,7 +45,8 @@ func (s *server) mountAuthServer(mux *routes.Mux) (*authserver.Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("authorization_server: %w", err)
 	}
-	gw := s.gw
+	// Read once: a reload replaces s.cfg while tokens are issued.
+	gw, gwAgent := s.gw, s.cfg.Agent
 	srv, err := authserver.New(authserver.Options{Issuer: s.cfg.PublicURL, Agent: s.cfg.Agent, Signer: signer, KID: s.key.kid,
 		JWKSURL:      s.cfg.PublicURL + "/.well-known/arsia/jwks.json",
 		SenderKeys:   func() auth.TokenKeys { return gw.Policy().Keys },
@@ -56,11 +57,11 @@ func (s *server) mountAuthServer(mux *routes.Mux) (*authserver.Server, error) {
 		// Issuing is audited first: a token the log does not know of is
 		// withheld (fail closed).
 		OnIssue: func(ctx context.Context, t authserver.Token) error {
-			_, err := s.auditLog.Append(context.WithoutCancel(ctx), audit.TokenIssued(t.Agent, s.cfg.Agent, t.ID, t.Scope, t.JKT, t.ExpiresAt))
+			_, err := s.auditLog.Append(context.WithoutCancel(ctx), audit.TokenIssued(t.Agent, gwAgent, t.ID, t.Scope, t.JKT, t.ExpiresAt))
 			return err
 		},
-		OnRevoke: func(ctx context.Context, agent, jti string) error {
-			_, err := s.auditLog.Append(context.WithoutCancel(ctx), audit.TokenRevoked(agent, s.cfg.Agent, jti))
+		OnRevoke: func(ctx context.Context, sub, jti string) error {
+			_, err := s.auditLog.Append(context.WithoutCancel(ctx), audit.TokenRevoked(sub, gwAgent, jti))
 			return err
 		}})
 	if err != nil {

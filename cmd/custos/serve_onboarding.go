@@ -173,15 +173,18 @@ func (s *server) mountOnboarding(mux *routes.Mux, as *authserver.Server) error {
 		if err != nil {
 			return err
 		}
-		_, err = s.Reload(s.base, onboardingTrigger)
-		return err
+		return s.reapply(onboardingTrigger)
 	}
+	// Settings a reload does not change, read once (a reload replaces s.cfg).
+	dpopURL, skew, gatewayAgent := s.cfg.PublicURL+onboard.Path, s.cfg.Tokens.ClockSkew, s.cfg.Agent
 	svc, err := onboard.New(onboard.Options{Agent: s.cfg.Agent, Signer: s.key.signer, KID: s.key.kid, Policy: policy,
 		DiscoveryURLs: c.DiscoveryURLs, Profile: c.Profile, FetchTimeout: c.FetchTimeout, MaxInFlight: c.MaxInFlight,
 		MaxBody: s.cfg.MaxBody, Algorithms: nilIfEmpty(s.cfg.Trust.Algorithms), Logger: s.logger,
-		Configured: func(agent string) bool { return configured(s.base, agent) },
+		Configured: s.baseConfigured,
 		Seen:       s.state.Replay.Seen,
-		Record:     s.recordOnboarding,
+		Record: func(ctx context.Context, o onboard.Outcome) error {
+			return s.recordOnboarding(ctx, o, gatewayAgent, c.Profile)
+		},
 		// An agent onboarded before and approved again is replaced; when
 		// the new approval is withdrawn, the earlier one is restored.
 		Activate: func(ctx context.Context, a onboard.Agent) error {
@@ -211,8 +214,8 @@ func (s *server) mountOnboarding(mux *routes.Mux, as *authserver.Server) error {
 		// RFC 9449 §5, as at the token endpoint: the proof is for this
 		// request (htm POST, htu the onboarding URL), fresh, used once.
 		DPoP: func(ctx context.Context, proof string, now time.Time) (string, error) {
-			p, errs := auth.ValidateDPoP(ctx, proof, auth.DPoPOptions{Method: http.MethodPost, URL: s.cfg.PublicURL + onboard.Path,
-				Now: now, Skew: s.cfg.Tokens.ClockSkew, Replay: s.state.Replay, Algorithms: []string{auth.EdDSA, auth.ES256}, TokenRequest: true})
+			p, errs := auth.ValidateDPoP(ctx, proof, auth.DPoPOptions{Method: http.MethodPost, URL: dpopURL,
+				Now: now, Skew: skew, Replay: s.state.Replay, Algorithms: []string{auth.EdDSA, auth.ES256}, TokenRequest: true})
 			if len(errs) > 0 {
 				return "", errors.Join(errs...)
 			}
@@ -229,7 +232,7 @@ func (s *server) mountOnboarding(mux *routes.Mux, as *authserver.Server) error {
 // ARSIA-Identity §7.6): its result without the token, the phases and
 // steps completed, the onboarding events it stands for; or the
 // withdrawal of an approval that could not be completed.
-func (s *server) recordOnboarding(ctx context.Context, o onboard.Outcome) error {
+func (s *server) recordOnboarding(ctx context.Context, o onboard.Outcome, gatewayAgent, profile string) error {
 	phases := make([]any, len(o.Phases))
 	for i, p := range o.Phases {
 		phases[i] = string(p)
@@ -248,9 +251,9 @@ func (s *server) recordOnboarding(ctx context.Context, o onboard.Outcome) error 
 	if o.Withdrawn != "" {
 		outcome, details["reason"], details["events"] = "withdrawn", o.Withdrawn, []any{"capability_revoked"}
 	}
-	rec := audit.Record{Kind: audit.KindOnboarding, MessageID: o.MessageID, Sender: o.Agent, Recipient: s.cfg.Agent,
-		Profile: s.cfg.Onboarding.Profile, Outcome: outcome, Details: details,
-		Actor: audit.Actor{ID: s.cfg.Agent, Type: audit.ActorPolicy, AuthenticatedBy: "onboarding"}}
+	rec := audit.Record{Kind: audit.KindOnboarding, MessageID: o.MessageID, Sender: o.Agent, Recipient: gatewayAgent,
+		Profile: profile, Outcome: outcome, Details: details,
+		Actor: audit.Actor{ID: gatewayAgent, Type: audit.ActorPolicy, AuthenticatedBy: "onboarding"}}
 	_, err := s.auditLog.Append(ctx, rec)
 	return err
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -143,5 +144,45 @@ func TestOnboardingActivatesAndSurvivesRestart(t *testing.T) {
 	})
 	if code := call(g); code != 401 {
 		t.Fatalf("after its removal and a reload the agent's call: %d, want 401", code)
+	}
+}
+
+// Two agents onboarding at once are both in force afterwards: neither
+// activation undoes the other's.
+func TestOnboardingConcurrent(t *testing.T) {
+	var peers []*livePeer
+	var prefixes []string
+	for _, id := range []string{"agent:partner.one", "agent:partner.two", "agent:partner.three"} {
+		p, err := newLivePeer(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.srv.Close()
+		peers = append(peers, p)
+		prefixes = append(prefixes, `"`+p.url+`/"`)
+	}
+	policy := filepath.Join(t.TempDir(), "policy.json")
+	if err := os.WriteFile(policy, []byte(`{"policy_version": "t-1", "token_lifetime_seconds": 900, "capabilities": [
+		{"capability": "demo.echo", "status": "allowed"}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	g := startGateway(t, filepath.Join(t.TempDir(), "data"), nil, "authorization_server: {enabled: true}\n",
+		"onboarding:\n  enabled: true\n  policy_file: "+policy+"\n  discovery_urls: ["+strings.Join(prefixes, ", ")+"]\n")
+	defer g.stop()
+	var wg sync.WaitGroup
+	codes := make([]int, len(peers))
+	for i, p := range peers {
+		wg.Go(func() {
+			codes[i], _ = asPeer(t, g, p, onboard.Path, onboarding.PayloadTypeRequest, []string{"demo.echo"}, map[string]any{"discovery_url": p.url})
+		})
+	}
+	wg.Wait()
+	for i, p := range peers {
+		if codes[i] != 200 {
+			t.Errorf("%s onboarding: %d", p.agent, codes[i])
+		}
+		if code, m := asPeer(t, g, p, "/v1/arsia/inbox", "com.acme/call", []string{"demo.echo"}, map[string]any{"n": i}); code != 200 {
+			t.Errorf("%s afterwards: %d %v", p.agent, code, m)
+		}
 	}
 }

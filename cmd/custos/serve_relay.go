@@ -36,8 +36,11 @@ func (s *server) brokers() func(string) []arsia.BrokerEntry {
 	if !s.cfg.Relay.Enabled {
 		return nil
 	}
+	// The relay section needs a restart to change; a reload replaces
+	// s.cfg while this answers.
+	cfg := s.cfg
 	return func(zone string) []arsia.BrokerEntry {
-		e := s.cfg.BrokerEntry(time.Now())
+		e := cfg.BrokerEntry(time.Now())
 		if !e.Serves(zone) {
 			return nil
 		}

@@ -88,6 +88,28 @@ func needsRestart(old, new config.Config) []string {
 func (s *server) Reload(cfg config.Config, trigger string) (restart []string, err error) {
 	s.reload.mu.Lock()
 	defer s.reload.mu.Unlock()
+	return s.reloadLocked(cfg, trigger)
+}
+
+// reapply puts the configuration as loaded last in force again, with the
+// onboarded agents as they are now (an onboarding's activation).
+func (s *server) reapply(trigger string) error {
+	s.reload.mu.Lock()
+	defer s.reload.mu.Unlock()
+	_, err := s.reloadLocked(s.base, trigger)
+	return err
+}
+
+// baseConfigured reports whether the configuration as loaded last names
+// agent as a sender or trust peer.
+func (s *server) baseConfigured(agent string) bool {
+	s.reload.mu.Lock()
+	defer s.reload.mu.Unlock()
+	return configured(s.base, agent)
+}
+
+// reloadLocked is Reload, with s.reload.mu held.
+func (s *server) reloadLocked(cfg config.Config, trigger string) (restart []string, err error) {
 	defer func() {
 		if err != nil {
 			s.reload.total.WithLabelValues("error").Inc()
