@@ -201,6 +201,8 @@ func (s *server) reloadLocked(cfg config.Config, trigger string) (restart []stri
 		}
 	}
 	s.cfg = next
+	risk := config.RiskLevels(next.Handlers)
+	s.riskLevels.Store(&risk)
 	bv, cbv := reflect.ValueOf(&s.base).Elem(), reflect.ValueOf(base)
 	for i := 0; i < bv.NumField(); i++ {
 		if slices.Contains(reloadable, bv.Type().Field(i).Tag.Get("yaml")) {

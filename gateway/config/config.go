@@ -448,6 +448,21 @@ type Handler struct {
 	// ARSIA action descriptor: how many distinct reviewers must approve
 	// each call (0 or 1: one). The quorum rules may ask for more.
 	RequiredApprovals int `yaml:"required_approvals"`
+	// RiskLevel, when set, is the risk_level (0 to 10) of the capability's
+	// ARSIA action: an onboarding policy's max_risk_level is applied to it
+	// (a capability above its max counts as prohibited).
+	RiskLevel *int `yaml:"risk_level"`
+}
+
+// RiskLevels are the risk levels the handlers declare, by capability.
+func RiskLevels(handlers map[string]Handler) map[string]int {
+	out := map[string]int{}
+	for name, h := range handlers {
+		if h.RiskLevel != nil {
+			out[name] = *h.RiskLevel
+		}
+	}
+	return out
 }
 
 // HeaderValues resolves h.Headers (env:NAME, file:PATH) into the header
@@ -819,6 +834,9 @@ func (c *Config) Check() error {
 		}
 		if h.MaxResponseBytes != 0 && h.Type != "http" && h.Type != "a2a" && h.Type != "exec" {
 			bad("handlers.%s.max_response_bytes: only http, a2a and exec handlers have it", name)
+		}
+		if h.RiskLevel != nil && (*h.RiskLevel < arsia.MinRiskLevel || *h.RiskLevel > arsia.MaxRiskLevel) {
+			bad("handlers.%s.risk_level %d: want %d to %d", name, *h.RiskLevel, arsia.MinRiskLevel, arsia.MaxRiskLevel)
 		}
 		if h.Poll < 0 || (h.Poll != 0 && h.Type != "a2a") {
 			bad("handlers.%s.poll: only an a2a handler polls, and not negatively", name)

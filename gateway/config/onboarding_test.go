@@ -52,3 +52,27 @@ func TestOnboardingRefused(t *testing.T) {
 		t.Error("onboarding on by default")
 	}
 }
+
+func TestHandlerRiskLevel(t *testing.T) {
+	for yml, ok := range map[string]bool{
+		"handlers:\n  a.b: {type: echo, risk_level: 0}\n":  true,
+		"handlers:\n  a.b: {type: echo, risk_level: 10}\n": true,
+		"handlers:\n  a.b: {type: echo, risk_level: 11}\n": false,
+		"handlers:\n  a.b: {type: echo, risk_level: -1}\n": false,
+	} {
+		c := Default()
+		if err := c.Decode(strings.NewReader(yml), "custos.yaml"); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Check(); (err == nil) != ok {
+			t.Errorf("%q: %v, want ok %v", yml, err, ok)
+		}
+	}
+	c := Default()
+	if err := c.Decode(strings.NewReader("handlers:\n  a.b: {type: echo, risk_level: 4}\n  c.d: {type: echo}\n"), "custos.yaml"); err != nil {
+		t.Fatal(err)
+	}
+	if got := RiskLevels(c.Handlers); len(got) != 1 || got["a.b"] != 4 {
+		t.Errorf("RiskLevels = %v", got)
+	}
+}

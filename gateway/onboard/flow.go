@@ -130,7 +130,11 @@ func (s *Service) OnboardWith(ctx context.Context, body []byte, dpop string) Res
 	if err := phases.Enter(onboarding.PhaseCapabilityScoping); err != nil {
 		return s.internal(ctx, err)
 	}
-	p, err := onboarding.BuildDecisionPayload(onboarding.DecisionInput{AgentID: r.From, Policy: s.o.Policy, Requested: r.Requested})
+	var risk map[string]int
+	if s.o.RiskLevels != nil {
+		risk = s.o.RiskLevels()
+	}
+	p, err := onboarding.BuildDecisionPayload(onboarding.DecisionInput{AgentID: r.From, Policy: s.o.Policy, Requested: r.Requested, ActionRiskLevels: risk})
 	if err != nil {
 		return s.internal(ctx, err)
 	}

@@ -105,8 +105,11 @@ type Options struct {
 	Agent  string
 	Signer sig.Signer
 	KID    string
-	// Policy is the capability policy of Phase 3.
-	Policy *onboarding.CapabilityPolicy
+	// Policy is the capability policy of Phase 3; RiskLevels, when set,
+	// returns the risk levels (0 to 10) of the actions of the capabilities
+	// served now, which the policy's max_risk_level is applied to.
+	Policy     *onboarding.CapabilityPolicy
+	RiskLevels func() map[string]int
 	// DiscoveryURLs are the URL prefixes the agents' endpoints may be
 	// fetched under (https, or http to a loopback host).
 	DiscoveryURLs []string

@@ -32,7 +32,8 @@ const (
 var testPolicy = []byte(`{"policy_version": "2026-q4", "token_lifetime_seconds": 900, "capabilities": [
   {"capability": "notes.read", "status": "allowed"},
   {"capability": "notes.write", "status": "oversight_required"},
-  {"capability": "payments.charge", "status": "prohibited"}]}`)
+  {"capability": "payments.charge", "status": "prohibited"},
+  {"capability": "notes.archive", "status": "allowed", "max_risk_level": 3}]}`)
 
 // agent is the external agent's well-known endpoints, with faults to
 // inject, and the paths it was asked for.
@@ -218,6 +219,8 @@ func newFixture(t *testing.T, prefixes []string, tweak func(*onboard.Options)) *
 			f.jkts = append(f.jkts, jkt)
 			return onboard.Token{Value: "tok-" + id, ID: "jti", ExpiresAt: time.Now().Add(lifetime).Truncate(time.Second)}, nil
 		}}
+	// notes.archive's action is riskier (5) than the policy allows (3).
+	o.RiskLevels = func() map[string]int { return map[string]int{"notes.archive": 5, "notes.read": 1} }
 	if tweak != nil {
 		tweak(&o)
 	}
@@ -456,6 +459,7 @@ func TestDenials(t *testing.T) {
 		{name: "audit trail with payloads", fault: "audit-payload", caps: []string{"notes.read"}, reason: "conformance_failed", failed: "CHECK-04"},
 		{name: "nothing the policy lists", caps: []string{"notes.delete"}, reason: "no_permitted_capabilities"},
 		{name: "a prohibited capability", caps: []string{"notes.read", "payments.charge"}},
+		{name: "an action riskier than the policy allows", caps: []string{"notes.read", "notes.archive"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a.set(tc.fault)
