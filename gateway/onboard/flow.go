@@ -122,7 +122,7 @@ func (s *Service) OnboardWith(ctx context.Context, body []byte, dpop string) Res
 	}
 	conf := s.conformance(ctx, r, f)
 	out.Conformance = &conf
-	// 4's input is read by CHECK-04; provenance is recorded in phase 4.
+	// CHECK-04 noted the earliest audit record, which phase 4 uses.
 	if !conf.Passed() {
 		return deny(onboarding.ReasonConformanceFailed)
 	}
