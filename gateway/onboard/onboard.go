@@ -31,7 +31,6 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -440,7 +439,7 @@ func (s *Service) phase1(ctx context.Context, r *Request, t *onboarding.StepTrac
 	if err := enter(onboarding.StepFetchIdentityRecord); err != nil {
 		return nil, err
 	}
-	body, sigHeader, err := s.get(ctx, strings.TrimSuffix(r.BaseURL, "/")+"/.well-known/arsia/identity", identity.MaxRecordBytes)
+	body, sigHeader, err := s.get(ctx, strings.TrimSuffix(r.BaseURL, "/")+"/"+identity.RecordPath, identity.MaxRecordBytes)
 	if err == nil {
 		f.record, err = identity.ParseIdentityRecord(body)
 	}
@@ -471,7 +470,7 @@ func (s *Service) phase1(ctx context.Context, r *Request, t *onboarding.StepTrac
 	if err := enter(onboarding.StepVerifyIdentitySignature); err != nil {
 		return nil, err
 	}
-	signature, err := parseSignature(sigHeader)
+	signature, err := identity.ParseSignatureHeader(sigHeader)
 	if err == nil {
 		digest := sha256.Sum256(body)
 		err = errors.New("no key of the JWKS verifies it")
@@ -516,22 +515,6 @@ func isEd25519(k jose.JSONWebKey) bool {
 	return ok && len(pub) == ed25519.PublicKeySize && (k.Use == "" || k.Use == "sig")
 }
 
-// parseSignature decodes an X-ARSIA-Sig value (base64url, unpadded; the
-// padded and standard alphabets leniently).
-func parseSignature(v string) ([]byte, error) {
-	v = strings.TrimSpace(v)
-	if v == "" || len(v) > 128 {
-		return nil, errors.New("missing or oversized X-ARSIA-Sig")
-	}
-	for _, enc := range []*base64.Encoding{base64.RawURLEncoding, base64.URLEncoding, base64.RawStdEncoding, base64.StdEncoding} {
-		enc = enc.Strict()
-		if b, err := enc.DecodeString(v); err == nil && len(b) == ed25519.SignatureSize {
-			return b, nil
-		}
-	}
-	return nil, errors.New("X-ARSIA-Sig is not a base64 Ed25519 signature")
-}
-
 // get fetches u (under the prefixes) and returns its body, at most max
 // bytes, and its X-ARSIA-Sig header.
 func (s *Service) get(ctx context.Context, u string, max int64) ([]byte, string, error) {
@@ -556,7 +539,7 @@ func (s *Service) get(ctx context.Context, u string, max int64) ([]byte, string,
 	if int64(len(body)) > max {
 		return nil, "", fmt.Errorf("%s: larger than %d bytes", u, max)
 	}
-	return body, resp.Header.Get("X-ARSIA-Sig"), nil
+	return body, resp.Header.Get(identity.SignatureHeader), nil
 }
 
 type statusError struct{ status int }

@@ -6,20 +6,6 @@ import (
 	"github.com/custos-runtime/custos/gateway/trust"
 )
 
-// The X-ARSIA-Sig header comes from the network: any value is an error or
-// a 64-byte signature, never a panic.
-func FuzzParseSignatureHeader(f *testing.F) {
-	for _, s := range []string{"", "AAAA", "-_-_", "+/+/==", " \t", "\xff\xfe"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, v string) {
-		b, err := trust.ParseSignatureHeader(v)
-		if err == nil && len(b) != 64 {
-			t.Fatalf("%q: %d bytes", v, len(b))
-		}
-	})
-}
-
 // A peer's JWKS document comes from the network: any bytes give kids of
 // the agent only, or an error.
 func FuzzKidsOf(f *testing.F) {

@@ -4,9 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -19,14 +17,6 @@ import (
 	"github.com/custos-runtime/custos/arsia/identity"
 	"github.com/custos-runtime/custos/arsia/sig"
 )
-
-// IdentityPath is where an agent serves its identity record, relative to
-// its base URL.
-const IdentityPath = ".well-known/arsia/identity"
-
-// SignatureHeader carries the agent's Ed25519 signature over the SHA-256
-// of the identity record body.
-const SignatureHeader = "X-ARSIA-Sig"
 
 // peer is one discovered agent: its key source and its cached identity
 // record.
@@ -98,7 +88,7 @@ func (p *peer) fetch(ctx context.Context, s *Store) (*identity.IdentityRecord, b
 	if err != nil {
 		return nil, false, unavailable(p.agent, "its base URL is invalid", err)
 	}
-	where := base.JoinPath(IdentityPath).String()
+	where := base.JoinPath(identity.RecordPath).String()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, where, nil)
 	if err != nil {
 		return nil, false, unavailable(p.agent, "its identity URL is invalid", err)
@@ -120,15 +110,15 @@ func (p *peer) fetch(ctx context.Context, s *Store) (*identity.IdentityRecord, b
 	if err != nil {
 		return nil, false, unavailable(p.agent, "reading "+where+" failed", err)
 	}
-	if h := resp.Header.Values(SignatureHeader); len(h) > 0 {
+	if h := resp.Header.Values(identity.SignatureHeader); len(h) > 0 {
 		if len(h) > 1 {
-			return nil, false, certError(arsia.CodeCertificateInvalid, "the identity record has more than one "+SignatureHeader+" header", nil)
+			return nil, false, certError(arsia.CodeCertificateInvalid, "the identity record has more than one "+identity.SignatureHeader+" header", nil)
 		}
 		if e := p.verifyRecordSignature(ctx, s, body, h[0]); e != nil {
 			return nil, false, e
 		}
 	} else if s.requireSig {
-		return nil, false, certError(arsia.CodeCertificateInvalid, "the identity record is not signed ("+SignatureHeader+" header missing)", nil)
+		return nil, false, certError(arsia.CodeCertificateInvalid, "the identity record is not signed ("+identity.SignatureHeader+" header missing)", nil)
 	}
 	rec, err := identity.ParseIdentityRecord(body)
 	if err != nil {
@@ -143,7 +133,7 @@ func (p *peer) fetch(ctx context.Context, s *Store) (*identity.IdentityRecord, b
 // (the peer's keys less those the receiver revoked), so a key the peer
 // withdrew or the receiver revoked cannot sign.
 func (p *peer) verifyRecordSignature(ctx context.Context, s *Store, body []byte, header string) *arsia.Error {
-	signature, err := ParseSignatureHeader(header)
+	signature, err := identity.ParseSignatureHeader(header)
 	if err != nil {
 		return certError(arsia.CodeCertificateInvalid, "the identity record signature is malformed", err)
 	}
@@ -211,25 +201,6 @@ func KidsOf(jwks []byte, agent string) ([]string, error) {
 		}
 	}
 	return kids, nil
-}
-
-// ParseSignatureHeader decodes an X-ARSIA-Sig value: a 64-byte Ed25519
-// signature in base64url (the ARSIA form, unpadded) or, leniently, padded
-// or standard base64. Surrounding spaces are ignored.
-func ParseSignatureHeader(v string) ([]byte, error) {
-	v = strings.TrimSpace(v)
-	if v == "" || len(v) > 128 {
-		return nil, errors.New("empty or oversized signature")
-	}
-	for _, enc := range []*base64.Encoding{base64.RawURLEncoding, base64.URLEncoding, base64.RawStdEncoding, base64.StdEncoding} {
-		if b, err := enc.Strict().DecodeString(v); err == nil {
-			if len(b) != ed25519.SignatureSize {
-				return nil, fmt.Errorf("signature of %d bytes, want %d", len(b), ed25519.SignatureSize)
-			}
-			return b, nil
-		}
-	}
-	return nil, errors.New("signature is not base64")
 }
 
 // cloneError copies e and its details, so that a remembered error handed
