@@ -3,10 +3,9 @@ package config
 import (
 	"errors"
 	"fmt"
-	"net/url"
 	"time"
 
-	"github.com/custos-runtime/custos/arsia"
+	"github.com/custos-runtime/custos/gateway/onboard"
 )
 
 // Onboarding defaults.
@@ -76,7 +75,7 @@ func (c *Config) checkOnboarding() []error {
 		bad("max_in_flight %d: want 1 to %d", o.MaxInFlight, MaxOnboardingInFlight)
 	}
 	for i, p := range o.DiscoveryURLs {
-		if err := checkFetchURL(p); err != nil {
+		if _, err := onboard.ParsePrefix(p); err != nil {
 			bad("discovery_urls[%d]: %v", i, err)
 		}
 	}
@@ -92,22 +91,4 @@ func (c *Config) checkOnboarding() []error {
 		errs = append(errs, errors.New("onboarding needs authorization_server.enabled: an approval issues the agent's access token"))
 	}
 	return errs
-}
-
-// checkFetchURL accepts an absolute https URL without user information,
-// or an http URL to localhost or a loopback address: where the gateway may
-// fetch from.
-func checkFetchURL(raw string) error {
-	u, err := url.Parse(raw)
-	switch {
-	case err != nil:
-		return fmt.Errorf("%q is not a URL", raw)
-	case u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "":
-		return fmt.Errorf("%q: want an absolute URL without user info, query or fragment", u.Redacted())
-	case u.Scheme == "https":
-		return nil
-	case u.Scheme == "http" && arsia.IsLoopbackHost(u.Hostname()):
-		return nil
-	}
-	return fmt.Errorf("%q: want https (plain http only to localhost)", u.Redacted())
 }

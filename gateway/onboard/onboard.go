@@ -189,7 +189,7 @@ func New(o Options) (*Service, error) {
 	}
 	s := &Service{o: o, log: o.Logger}
 	for _, raw := range o.DiscoveryURLs {
-		u, err := parsePrefix(raw)
+		u, err := ParsePrefix(raw)
 		if err != nil {
 			bad("discovery URL %v", err)
 			continue
@@ -238,15 +238,19 @@ func New(o Options) (*Service, error) {
 	return s, nil
 }
 
-// parsePrefix reads a discovery URL prefix: https, or http to a loopback
-// host; its path is a directory (ends with "/").
-func parsePrefix(raw string) (*url.URL, error) {
+// ParsePrefix reads a discovery URL prefix (onboarding.discovery_urls):
+// an absolute URL without user info, query or fragment, https or http to
+// a loopback host; its path is made a directory (ends with "/").
+func ParsePrefix(raw string) (*url.URL, error) {
 	u, err := url.Parse(raw)
-	if err != nil || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
-		return nil, fmt.Errorf("%q: want an absolute URL without user info, query or fragment", raw)
+	if err != nil {
+		return nil, errors.New("not a URL")
+	}
+	if u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return nil, fmt.Errorf("%q: want an absolute URL without user info, query or fragment", u.Redacted())
 	}
 	if u.Scheme != "https" && (u.Scheme != "http" || !arsia.IsLoopbackHost(u.Hostname())) {
-		return nil, fmt.Errorf("%q: want https (plain http only to localhost)", raw)
+		return nil, fmt.Errorf("%q: want https (plain http only to localhost)", u.Redacted())
 	}
 	if !strings.HasSuffix(u.Path, "/") {
 		u.Path += "/"
