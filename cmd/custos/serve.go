@@ -263,9 +263,6 @@ type server struct {
 	// unless onboarding is enabled).
 	base      config.Config
 	onboarded *onboarded
-	// riskLevels are the handlers' declared risk levels in force (set at
-	// start and by every reload), for onboarding's max_risk_level.
-	riskLevels atomic.Pointer[map[string]int]
 
 	// closers release what Open took; Close runs them last first.
 	closers []func()
@@ -386,8 +383,6 @@ func (s *server) open(ctx context.Context, errOut io.Writer) error {
 	s.base = cfg
 	cfg = s.withOnboarded(cfg)
 	s.cfg = cfg
-	risk := config.RiskLevels(cfg.Handlers)
-	s.riskLevels.Store(&risk)
 	keys, trust, err := newTrust(cfg.Trust, s.caAnchors())
 	if err != nil {
 		return err

@@ -181,7 +181,7 @@ func (s *server) mountOnboarding(mux *routes.Mux, as *authserver.Server) error {
 		DiscoveryURLs: c.DiscoveryURLs, Profile: c.Profile, FetchTimeout: c.FetchTimeout, MaxInFlight: c.MaxInFlight,
 		MaxBody: s.cfg.MaxBody, Algorithms: nilIfEmpty(s.cfg.Trust.Algorithms), Logger: s.logger,
 		Configured: s.baseConfigured,
-		RiskLevels: func() map[string]int { return *s.riskLevels.Load() },
+		RiskLevels: s.handlerRiskLevels,
 		Seen:       s.state.Replay.Seen,
 		Record: func(ctx context.Context, o onboard.Outcome) error {
 			return s.recordOnboarding(ctx, o, gatewayAgent, c.Profile)

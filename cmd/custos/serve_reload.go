@@ -80,6 +80,16 @@ func needsRestart(old, new config.Config) []string {
 	return out
 }
 
+// setReloadable sets the reloadable settings of dst to those of src.
+func setReloadable(dst *config.Config, src config.Config) {
+	dv, sv := reflect.ValueOf(dst).Elem(), reflect.ValueOf(src)
+	for i := 0; i < dv.NumField(); i++ {
+		if slices.Contains(reloadable, dv.Type().Field(i).Tag.Get("yaml")) {
+			dv.Field(i).Set(sv.Field(i))
+		}
+	}
+}
+
 // Reload applies the reloadable settings of cfg (checked), all or none:
 // the new trust store, grants, handlers and reviewer credentials are
 // built first, and only when every one builds are they put in force.
@@ -98,6 +108,13 @@ func (s *server) reapply(trigger string) error {
 	defer s.reload.mu.Unlock()
 	_, err := s.reloadLocked(s.base, trigger)
 	return err
+}
+
+// handlerRiskLevels are the risk levels the handlers in force declare.
+func (s *server) handlerRiskLevels() map[string]int {
+	s.reload.mu.Lock()
+	defer s.reload.mu.Unlock()
+	return config.RiskLevels(s.cfg.Handlers)
 }
 
 // baseConfigured reports whether the configuration as loaded last names
@@ -194,21 +211,9 @@ func (s *server) reloadLocked(cfg config.Config, trigger string) (restart []stri
 	s.reload.retired = append(s.reload.retired, replaced...)
 
 	next := s.cfg
-	nv, cv := reflect.ValueOf(&next).Elem(), reflect.ValueOf(cfg)
-	for i := 0; i < nv.NumField(); i++ {
-		if slices.Contains(reloadable, nv.Type().Field(i).Tag.Get("yaml")) {
-			nv.Field(i).Set(cv.Field(i))
-		}
-	}
+	setReloadable(&next, cfg)
 	s.cfg = next
-	risk := config.RiskLevels(next.Handlers)
-	s.riskLevels.Store(&risk)
-	bv, cbv := reflect.ValueOf(&s.base).Elem(), reflect.ValueOf(base)
-	for i := 0; i < bv.NumField(); i++ {
-		if slices.Contains(reloadable, bv.Type().Field(i).Tag.Get("yaml")) {
-			bv.Field(i).Set(cbv.Field(i))
-		}
-	}
+	setReloadable(&s.base, base)
 	if err := s.setDiscovery(); err != nil {
 		s.logger.Warn("rebuilding the discovery document; it keeps its old content", "err", err)
 	}
