@@ -33,14 +33,10 @@ type Result struct {
 	RetryAfter time.Duration
 }
 
-// Onboard runs the six phases for one request body.
-func (s *Service) Onboard(ctx context.Context, body []byte) Result {
-	return s.OnboardWith(ctx, body, "")
-}
-
-// OnboardWith is Onboard for a request that came with the DPoP proof
-// dpop ("" for none): the token of an approval is then bound to its key.
-func (s *Service) OnboardWith(ctx context.Context, body []byte, dpop string) Result {
+// Onboard runs the six phases for one request body, which came with the
+// DPoP proof dpop ("" for none): the token of an approval is then bound
+// to its key.
+func (s *Service) Onboard(ctx context.Context, body []byte, dpop string) Result {
 	select {
 	case s.slots <- struct{}{}:
 		defer func() { <-s.slots }()
@@ -405,7 +401,7 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case len(proofs) > 1:
 		res = s.refused(&refusal{status: http.StatusBadRequest, code: arsia.CodeInvalidRequest, desc: "More than one DPoP header."}, 0)
 	default:
-		res = s.OnboardWith(r.Context(), body, strings.Join(proofs, ""))
+		res = s.Onboard(r.Context(), body, strings.Join(proofs, ""))
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	if res.RetryAfter > 0 {

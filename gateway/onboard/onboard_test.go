@@ -272,7 +272,7 @@ func TestApproval(t *testing.T) {
 	a.set("audit-ok")
 	f := newFixture(t, []string{a.srv.URL + "/"}, nil)
 	req := a.request(t, a.signer, a.srv.URL, time.Now(), nil, "notes.read", "notes.write", "notes.delete")
-	r := f.svc.Onboard(t.Context(), req)
+	r := f.svc.Onboard(t.Context(), req, "")
 	env, res := f.decision(t, r)
 	want := []string{"/.well-known/arsia", "/.well-known/arsia/identity", "/.well-known/arsia/jwks.json", "/.well-known/arsia/audit"}
 	if seen := a.taken(); !reflect.DeepEqual(seen, want) {
@@ -324,10 +324,10 @@ func TestReplayRefused(t *testing.T) {
 		}
 	})
 	req := a.request(t, a.signer, a.srv.URL, time.Now(), nil, "notes.read")
-	if r := f.svc.Onboard(t.Context(), req); r.Status != 200 {
+	if r := f.svc.Onboard(t.Context(), req, ""); r.Status != 200 {
 		t.Fatalf("first: %d %s", r.Status, r.Problem)
 	}
-	r := f.svc.Onboard(t.Context(), req)
+	r := f.svc.Onboard(t.Context(), req, "")
 	if p := problem(t, r); r.Status != 409 {
 		t.Errorf("replay: %d %v, want 409", r.Status, p)
 	}
@@ -338,7 +338,7 @@ func TestReplayRefused(t *testing.T) {
 	_, ipriv, _ := ed25519.GenerateKey(rand.Reader)
 	impostor, _ := sig.NewEd25519Signer(ipriv.Seed())
 	n := len(seen)
-	if r := f.svc.Onboard(t.Context(), a.request(t, impostor, a.srv.URL, time.Now(), nil, "notes.read")); r.Status != 401 || len(seen) != n {
+	if r := f.svc.Onboard(t.Context(), a.request(t, impostor, a.srv.URL, time.Now(), nil, "notes.read"), ""); r.Status != 401 || len(seen) != n {
 		t.Errorf("impostor: %d, remembered %d keys (was %d)", r.Status, len(seen), n)
 	}
 }
@@ -357,24 +357,24 @@ func TestDPoPBinding(t *testing.T) {
 		return "thumbprint-1", nil
 	}
 	f := newFixture(t, []string{a.srv.URL + "/"}, func(o *onboard.Options) { o.DPoP = dpop })
-	if r := f.svc.OnboardWith(t.Context(), a.request(t, a.signer, a.srv.URL, time.Now(), nil, "notes.read"), "good-proof"); r.Status != 200 {
+	if r := f.svc.Onboard(t.Context(), a.request(t, a.signer, a.srv.URL, time.Now(), nil, "notes.read"), "good-proof"); r.Status != 200 {
 		t.Fatalf("with a good proof: %d %s", r.Status, r.Problem)
 	}
 	if !reflect.DeepEqual(f.jkts, []string{"thumbprint-1"}) {
 		t.Errorf("tokens bound to %q, want thumbprint-1", f.jkts)
 	}
-	r := f.svc.OnboardWith(t.Context(), a.request(t, a.signer, a.srv.URL, time.Now(), nil, "notes.read"), "stale-proof")
+	r := f.svc.Onboard(t.Context(), a.request(t, a.signer, a.srv.URL, time.Now(), nil, "notes.read"), "stale-proof")
 	if p := problem(t, r); r.Status != 400 || len(f.jkts) != 1 || len(f.recorded) != 1 {
 		t.Errorf("with a refused proof: %d %v, issued %d, recorded %d; want 400 and nothing more", r.Status, p, len(f.jkts), len(f.recorded))
 	}
 	_, ipriv, _ := ed25519.GenerateKey(rand.Reader)
 	impostor, _ := sig.NewEd25519Signer(ipriv.Seed())
 	n := len(checked)
-	if r := f.svc.OnboardWith(t.Context(), a.request(t, impostor, a.srv.URL, time.Now(), nil, "notes.read"), "good-proof"); r.Status != 401 || len(checked) != n {
+	if r := f.svc.Onboard(t.Context(), a.request(t, impostor, a.srv.URL, time.Now(), nil, "notes.read"), "good-proof"); r.Status != 401 || len(checked) != n {
 		t.Errorf("an unauthenticated request with a proof: %d, proofs checked %d (was %d); want 401, none checked", r.Status, len(checked), n)
 	}
 	bare := newFixture(t, []string{a.srv.URL + "/"}, nil)
-	if r := bare.svc.OnboardWith(t.Context(), a.request(t, a.signer, a.srv.URL, time.Now(), nil, "notes.read"), "good-proof"); r.Status != 400 || len(bare.issued) != 0 {
+	if r := bare.svc.Onboard(t.Context(), a.request(t, a.signer, a.srv.URL, time.Now(), nil, "notes.read"), "good-proof"); r.Status != 400 || len(bare.issued) != 0 {
 		t.Errorf("a proof where none can be checked: %d, issued %d; want 400", r.Status, len(bare.issued))
 	}
 	a.taken()
@@ -423,7 +423,7 @@ func TestRefusalsBeforeAuthentication(t *testing.T) {
 			}
 			a.set(tc.fault)
 			f := newFixture(t, []string{prefix}, nil)
-			r := f.svc.Onboard(t.Context(), a.request(t, signer, base, time.Now(), nil, "notes.read"))
+			r := f.svc.Onboard(t.Context(), a.request(t, signer, base, time.Now(), nil, "notes.read"), "")
 			p := problem(t, r)
 			seen := a.taken()
 			if r.Status != tc.status || len(seen) != tc.fetched {
@@ -468,7 +468,7 @@ func TestDenials(t *testing.T) {
 				a.class = tc.class
 			}
 			f := newFixture(t, []string{a.srv.URL + "/"}, nil)
-			_, res := f.decision(t, f.svc.Onboard(t.Context(), a.request(t, a.signer, a.srv.URL, time.Now(), tc.comp, tc.caps...)))
+			_, res := f.decision(t, f.svc.Onboard(t.Context(), a.request(t, a.signer, a.srv.URL, time.Now(), tc.comp, tc.caps...), ""))
 			a.taken()
 			if res["decision"] != "denied" || res["token"] != nil || (tc.reason != "" && res["denial_reason"] != tc.reason) {
 				t.Errorf("result %v, want denied (%s) without token", res, tc.reason)
@@ -498,7 +498,7 @@ func TestFailuresGrantNothing(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, []string{a.srv.URL + "/"}, nil)
 			f.issueErr, f.recErr = tc.issue, tc.rec
-			r := f.svc.Onboard(t.Context(), a.request(t, a.signer, a.srv.URL, time.Now(), nil, "notes.read"))
+			r := f.svc.Onboard(t.Context(), a.request(t, a.signer, a.srv.URL, time.Now(), nil, "notes.read"), "")
 			a.taken()
 			if p := problem(t, r); r.Status != 503 || r.RetryAfter <= 0 {
 				t.Errorf("%d %v, want 503 with Retry-After", r.Status, p)
@@ -528,7 +528,7 @@ func TestMalformedRequests(t *testing.T) {
 		"not JSON": []byte("{"), "an array": []byte("[]"), "stale": stale, "a pattern": []byte(wildcard),
 		"no discovery_url": []byte(strings.Replace(string(a.request(t, a.signer, a.srv.URL, time.Now(), nil, "notes.read")), `"discovery_url"`, `"somewhere"`, 1)),
 	} {
-		r := f.svc.Onboard(t.Context(), body)
+		r := f.svc.Onboard(t.Context(), body, "")
 		if p := problem(t, r); r.Status != 400 {
 			t.Errorf("%s: %d %v, want 400", name, r.Status, p)
 		}
@@ -547,7 +547,7 @@ func TestInFlightCap(t *testing.T) {
 	f := newFixture(t, []string{a.srv.URL + "/"}, func(o *onboard.Options) { o.MaxInFlight = 1 })
 	done := make(chan onboard.Result)
 	go func() {
-		done <- f.svc.Onboard(context.Background(), a.request(t, a.signer, a.srv.URL, time.Now(), nil, "notes.read"))
+		done <- f.svc.Onboard(context.Background(), a.request(t, a.signer, a.srv.URL, time.Now(), nil, "notes.read"), "")
 	}()
 	for deadline := time.Now().Add(5 * time.Second); ; {
 		a.mu.Lock()
@@ -561,7 +561,7 @@ func TestInFlightCap(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	r := f.svc.Onboard(t.Context(), a.request(t, a.signer, a.srv.URL, time.Now(), nil, "notes.read"))
+	r := f.svc.Onboard(t.Context(), a.request(t, a.signer, a.srv.URL, time.Now(), nil, "notes.read"), "")
 	if problem(t, r); r.Status != 503 || r.RetryAfter <= 0 {
 		t.Errorf("second onboarding: %d, want 503 with Retry-After", r.Status)
 	}
