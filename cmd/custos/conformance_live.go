@@ -379,8 +379,16 @@ func (t *liveTarget) send(signer sig.Signer, kid, capability, typ string, args a
 
 // sendWith is send with extra request headers.
 func (t *liveTarget) sendWith(signer sig.Signer, kid, capability, typ string, args any, comp map[string]any, headers map[string]string) (int, map[string]any, error) {
+	code, reply, err := t.post("/v1/arsia/inbox", signer, kid, []string{capability}, typ, args, comp, headers)
+	p, _ := reply["payload"].(map[string]any)
+	return code, p, err
+}
+
+// post signs a request of kid's agent to the gateway (capabilities caps)
+// and posts it to path; it returns the status and the whole reply.
+func (t *liveTarget) post(path string, signer sig.Signer, kid string, caps []string, typ string, args any, comp map[string]any, headers map[string]string) (int, map[string]any, error) {
 	from, _, _ := strings.Cut(kid, "#")
-	e, err := arsia.NewRequest(from, liveGateway, []string{capability}, typ, args, arsia.BuildOptions{Now: time.Now(), Compliance: comp})
+	e, err := arsia.NewRequest(from, liveGateway, caps, typ, args, arsia.BuildOptions{Now: time.Now(), Compliance: comp})
 	if err != nil {
 		return 0, nil, err
 	}
@@ -393,7 +401,7 @@ func (t *liveTarget) sendWith(signer sig.Signer, kid, capability, typ string, ar
 		return 0, nil, err
 	}
 	body, _ := json.Marshal(signed)
-	req, _ := http.NewRequestWithContext(t.ctx, "POST", t.base+"/v1/arsia/inbox", bytes.NewReader(body))
+	req, _ := http.NewRequestWithContext(t.ctx, "POST", t.base+path, bytes.NewReader(body))
 	req.Header.Set("Content-Type", httpapi.ARSIAMediaType+"; v=1")
 	for k, v := range headers {
 		req.Header.Set(k, v)
@@ -411,8 +419,7 @@ func (t *liveTarget) sendWith(signer sig.Signer, kid, capability, typ string, ar
 	if err := json.Unmarshal(b, &reply); err != nil {
 		return resp.StatusCode, nil, fmt.Errorf("the reply is not JSON: %.200s", b)
 	}
-	p, _ := reply["payload"].(map[string]any)
-	return resp.StatusCode, p, nil
+	return resp.StatusCode, reply, nil
 }
 
 func (t *liveTarget) stateOp(capability, op string, args map[string]any) (int, map[string]any, error) {
@@ -867,32 +874,7 @@ func (t *liveTarget) onboard(p *livePeer, requested ...string) (int, map[string]
 
 // onboardAs is onboard with the request signed by signer (under p's kid).
 func (t *liveTarget) onboardAs(p *livePeer, signer sig.Signer, requested ...string) (int, map[string]any, error) {
-	e, err := arsia.NewRequest(p.agent, liveGateway, requested, onboarding.PayloadTypeRequest,
-		map[string]any{"discovery_url": p.url}, arsia.BuildOptions{Now: time.Now(), Compliance: t.gdpr})
-	if err != nil {
-		return 0, nil, err
-	}
-	env, err := e.Map()
-	if err != nil {
-		return 0, nil, err
-	}
-	signed, err := sig.Sign(env, signer, p.kid)
-	if err != nil {
-		return 0, nil, err
-	}
-	body, _ := json.Marshal(signed)
-	req, _ := http.NewRequestWithContext(t.ctx, "POST", t.base+onboard.Path, bytes.NewReader(body))
-	req.Header.Set("Content-Type", httpapi.ARSIAMediaType+"; v=1")
-	resp, err := t.http.Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer resp.Body.Close()
-	var m map[string]any
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&m); err != nil {
-		return resp.StatusCode, nil, fmt.Errorf("the onboarding answer is not JSON: %w", err)
-	}
-	return resp.StatusCode, m, nil
+	return t.post(onboard.Path, signer, p.kid, requested, onboarding.PayloadTypeRequest, map[string]any{"discovery_url": p.url}, t.gdpr, nil)
 }
 
 // taken returns the paths p was asked for since the last call.
